@@ -1,0 +1,115 @@
+"""Graph-mode guard and per-graph variable storage for loss-scale state.
+
+A manager holds Python numbers only. Its variables are made the first time a
+graph asks for them, once per graph, so a manager built before the graph exists
+(outside an Estimator `model_fn`, at module level) works, and two graphs never
+share a variable.
+"""
+
+import dataclasses
+import weakref
+from typing import Dict, Sequence
+
+import tensorflow as tf
+
+from managers import _tracking
+
+_EAGER_MESSAGE = (
+    "{api} builds TF1-style graph ops and cannot run eagerly. Call "
+    "`tf.compat.v1.disable_eager_execution()` at the start of the program, or "
+    "build the model inside `with tf.Graph().as_default():` and run it with "
+    "`tf.compat.v1.Session`. Inside `tf.function` use TF2's "
+    "`tf.keras.mixed_precision.LossScaleOptimizer` instead.")
+
+
+def require_graph(api: str) -> tf.Graph:
+  """Returns the graph that owns variables made now, or raises if eager.
+
+  Args:
+    api: The public name of the caller, quoted in the error.
+
+  Returns:
+    The outermost graph (what `tf.init_scope` lifts variable creation into).
+
+  Raises:
+    RuntimeError: If that context is eager (TF2's default, or `tf.function`).
+  """
+  with tf.init_scope():
+    if tf.executing_eagerly():
+      raise RuntimeError(_EAGER_MESSAGE.format(api=api))
+    return tf.compat.v1.get_default_graph()
+
+
+@dataclasses.dataclass(frozen=True)
+class VariableSpec:
+  """One scalar state variable.
+
+  Attributes:
+    name: Variable name, made at the graph's root name scope, and the key it is
+      tracked under for `tf.train.Checkpoint`.
+    dtype: The variable's dtype.
+    initial_value: Python number it starts from.
+    checkpointed: True puts it in GLOBAL_VARIABLES (saved by a default Saver);
+      False puts it in LOCAL_VARIABLES, so checkpoints written before it
+      existed still restore with a plain Saver.
+  """
+  name: str
+  dtype: tf.DType
+  initial_value: float
+  checkpointed: bool = True
+
+
+class PerGraphVariables:
+  """Creates a fixed set of scalar variables lazily, once per graph."""
+
+  def __init__(self, owner: "_tracking.Trackable", specs: Sequence[VariableSpec]):
+    self._owner = owner
+    self._specs = tuple(specs)
+    self._by_graph = weakref.WeakKeyDictionary()
+
+  def get(self, api: str) -> Dict[str, tf.Variable]:
+    """Returns this graph's variables by name, creating them on first use.
+
+    Under a `tf.distribute` strategy in replica context, creation moves to
+    cross-replica context with `merge_call`, so each variable is one mirrored
+    variable that every replica shares.
+    """
+    graph = require_graph(api)
+    found = self._by_graph.get(graph)
+    if found is not None:
+      return found
+    if tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context():
+      tf.distribute.get_replica_context().merge_call(
+          lambda _: self._create(graph))
+    else:
+      self._create(graph)
+    return self._by_graph[graph]
+
+  def existing(self) -> Dict[str, tf.Variable]:
+    """Returns this graph's variables if they exist yet, else an empty dict."""
+    with tf.init_scope():
+      if tf.executing_eagerly():
+        return {}
+      return dict(self._by_graph.get(tf.compat.v1.get_default_graph(), {}))
+
+  def _create(self, graph: tf.Graph) -> None:
+    if graph in self._by_graph:  # A merge_call from another replica got here.
+      return
+    made = {}
+    with tf.init_scope(), graph.name_scope(None):
+      for spec in self._specs:
+        collection = (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES if spec.checkpointed
+                      else tf.compat.v1.GraphKeys.LOCAL_VARIABLES)
+        made[spec.name] = tf.compat.v1.Variable(
+            initial_value=spec.initial_value,
+            name=spec.name,
+            dtype=spec.dtype,
+            trainable=False,
+            use_resource=True,
+            collections=[collection],
+            synchronization=tf.VariableSynchronization.ON_WRITE,
+            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    self._by_graph[graph] = made
+    for spec in self._specs:
+      if spec.checkpointed:
+        _tracking.track(self._owner, made[spec.name], spec.name)

@@ -1,0 +1,94 @@
+"""Argument checks shared by every public constructor and method.
+
+Each check raises before any graph op exists, with a message of the form
+"`incr_ratio` must be > 1, got 0.5." so the user sees the argument, the value
+received and what is allowed. `bool` is rejected wherever a number is expected:
+`True` is an `int` to Python but never a meaningful loss scale or step count.
+"""
+
+import math
+import numbers
+from typing import Any, Optional
+
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _describe(value: Any) -> str:
+  return f"{value!r} (type {type(value).__name__})"
+
+
+def check_real(name: str, value: Any) -> float:
+  """Returns `value` as a float after checking it is a finite real number.
+
+  Every number checked here ends up as a float32 constant in the graph, so it
+  must also fit in float32.
+
+  Raises:
+    TypeError: If `value` is not an int or float (bools included).
+    ValueError: If `value` is NaN, infinite, or beyond float32's range.
+  """
+  if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    raise TypeError(
+        f"`{name}` must be a Python int or float, got {_describe(value)}.")
+  value = float(value)
+  if not math.isfinite(value):
+    raise ValueError(f"`{name}` must be finite, got {value}.")
+  if abs(value) > FLOAT32_MAX:
+    raise ValueError(
+        f"`{name}` must fit in float32 (magnitude <= {FLOAT32_MAX:.7g}), "
+        f"got {value:g}.")
+  return value
+
+
+def check_at_least(name: str, value: Any, minimum: float) -> float:
+  """Checks that `value` is a finite real number >= `minimum`."""
+  value = check_real(name, value)
+  if value < minimum:
+    raise ValueError(f"`{name}` must be >= {minimum:g}, got {value:g}.")
+  return value
+
+
+def check_greater(name: str, value: Any, bound: float) -> float:
+  """Checks that `value` is a finite real number > `bound`."""
+  value = check_real(name, value)
+  if not value > bound:
+    raise ValueError(f"`{name}` must be > {bound:g}, got {value:g}.")
+  return value
+
+
+def check_open_unit(name: str, value: Any) -> float:
+  """Checks that `value` is a real number with 0 < value < 1."""
+  value = check_real(name, value)
+  if not 0.0 < value < 1.0:
+    raise ValueError(f"`{name}` must be > 0 and < 1, got {value:g}.")
+  return value
+
+
+def check_positive_int(name: str, value: Any) -> int:
+  """Checks that `value` is an int >= 1 (bools and floats are rejected)."""
+  if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    raise TypeError(
+        f"`{name}` must be a positive Python int, got {_describe(value)}.")
+  if value < 1:
+    raise ValueError(f"`{name}` must be >= 1, got {value}.")
+  return int(value)
+
+
+def check_bool(name: str, value: Any) -> bool:
+  """Checks that `value` is a Python bool."""
+  if not isinstance(value, bool):
+    raise TypeError(f"`{name}` must be True or False, got {_describe(value)}.")
+  return value
+
+
+def check_choice(name: str, value: Any, choices: tuple) -> Any:
+  """Checks that `value` is one of `choices`."""
+  if value not in choices:
+    allowed = ", ".join(repr(c) for c in choices)
+    raise ValueError(f"`{name}` must be one of {allowed}, got {value!r}.")
+  return value
+
+
+def check_optional_positive_int(name: str, value: Any) -> Optional[int]:
+  """Like `check_positive_int`, but `None` is allowed and passed through."""
+  return None if value is None else check_positive_int(name, value)

@@ -1,0 +1,82 @@
+"""`LossScaleManager`: the interface every loss scale in this project implements."""
+
+import abc
+from typing import List
+
+import tensorflow as tf
+
+from managers import _tracking
+
+
+def check_finite_flag(finite_grads: tf.Tensor) -> tf.Tensor:
+  """Checks the argument of `update_loss_scale`.
+
+  Raises:
+    TypeError: If `finite_grads` is not a boolean tensor.
+    ValueError: If its static shape is known and not scalar.
+  """
+  if not isinstance(finite_grads, tf.Tensor) or finite_grads.dtype != tf.bool:
+    raise TypeError(
+        "`finite_grads` must be a scalar boolean tf.Tensor (for example from "
+        "`managers.all_finite(grads)`), got "
+        f"{finite_grads!r} (type {type(finite_grads).__name__}).")
+  if finite_grads.shape.rank not in (None, 0):
+    raise ValueError(
+        f"`finite_grads` must be a scalar, got shape {finite_grads.shape}.")
+  return finite_grads
+
+
+class LossScaleManager(_tracking.Trackable, metaclass=abc.ABCMeta):
+  """Decides the loss scale S and how it changes from step to step.
+
+  Loss scaling multiplies the loss by S before backprop, so small float16
+  gradients do not underflow to zero, and multiplies the gradients by 1/S before
+  they are applied. A manager supplies S (`get_loss_scale`) and learns, once a
+  step, whether that step's gradients were all finite (`update_loss_scale`).
+  `mp_optimizer.LossScaleOptimizer` drives both calls; a subclass only decides
+  the policy.
+
+  Managers hold Python numbers until a graph asks for the scale; any state
+  variables are made then, once per graph.
+
+  Example:
+
+  ```python
+  class HalvingOnOverflow(managers.LossScaleManager):
+    ...  # get_loss_scale() -> float32 scalar; update_loss_scale(flag) -> op
+  ```
+  """
+
+  @abc.abstractmethod
+  def get_loss_scale(self) -> tf.Tensor:
+    """Returns the current loss scale as a scalar float32 tensor."""
+
+  @abc.abstractmethod
+  def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:
+    """Returns an op that updates the scale after one step.
+
+    Args:
+      finite_grads: Scalar bool tensor, True when every gradient of the step
+        was finite.
+
+    Returns:
+      An op that, when run, moves the loss scale state one step forward.
+    """
+
+  @property
+  def dynamic(self) -> bool:
+    """True when the scale changes during training."""
+    return False
+
+  @property
+  def skips_nonfinite_steps(self) -> bool:
+    """True when a step with a NaN/Inf gradient must not be applied.
+
+    The optimizer reads this once, when it builds the graph: when it is False
+    no finite check and no `tf.cond` are built at all.
+    """
+    return True
+
+  def variables(self) -> List[tf.Variable]:
+    """Returns the state variables of the current graph (none if stateless)."""
+    return []

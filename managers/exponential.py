@@ -1,0 +1,203 @@
+"""`ExponentialUpdateLossScaleManager`: the one dynamic loss-scale state machine.
+
+Every dynamic scale in this project (contrib's, and TF2's `DynamicLossScale`
+in `managers.loss_scale`) is this class with different names and settings.
+"""
+
+from typing import List, Optional
+
+import tensorflow as tf
+
+from managers import _graph
+from managers import _validation
+from managers import base
+
+HYSTERESIS_MODES = ("contrib", "consecutive", "sticky")
+
+
+class ExponentialUpdateLossScaleManager(base.LossScaleManager):
+  """Grows the scale after a run of clean steps, shrinks it on overflow.
+
+  A scale that is too small lets float16 gradients underflow; one that is too
+  large makes them overflow to Inf. This manager searches between the two, once
+  per step, exactly as `tf.contrib.mixed_precision` did (with
+  `hysteresis="contrib"`, the default):
+
+  ```
+  on a finite step:
+      if good_steps + 1 >= incr_every_n_steps:
+          if isfinite(scale * incr_ratio):
+              scale = min(scale * incr_ratio, max_loss_scale)
+          good_steps = 0; bad_steps = 0
+      else: good_steps += 1
+  on a non-finite step (the optimizer skips its update):
+      if bad_steps + 1 >= decr_every_n_nan_or_inf:
+          scale = max(min_loss_scale, scale * decr_ratio)
+          good_steps = 0; bad_steps = 0
+      else: bad_steps += 1; good_steps = 0
+  ```
+
+  A finite step does not clear `bad_steps`: contrib counts overflows since the
+  last scale change, not consecutive ones. Two other `hysteresis` modes change
+  only that counter: `"consecutive"` clears `bad_steps` on every finite step
+  (only back-to-back overflows shrink the scale); `"sticky"` keeps `bad_steps`
+  at its limit after a shrink, so once the allowance of
+  `decr_every_n_nan_or_inf - 1` tolerated overflows is used up, every further
+  overflow shrinks the scale until the scale next grows.
+
+  State: float32 `loss_scale`, int32 `good_steps`, int32 `bad_steps`: the
+  names and dtypes contrib wrote to checkpoints. They are non-trainable
+  resource variables in GLOBAL_VARIABLES, made at the graph's root name scope
+  the first time a graph asks for the scale.
+
+  Example:
+
+  ```python
+  manager = managers.ExponentialUpdateLossScaleManager(
+      init_loss_scale=2**15, incr_every_n_steps=2000)
+  opt = mp_optimizer.LossScaleOptimizer(
+      tf.compat.v1.train.AdamOptimizer(1e-3), manager)
+  ```
+
+  Args:
+    init_loss_scale: Starting scale, finite, >= `min_loss_scale` and <=
+      `max_loss_scale`.
+    incr_every_n_steps: Positive int: finite steps in a row before growing.
+    decr_every_n_nan_or_inf: Positive int: overflows before shrinking.
+    incr_ratio: Growth factor, > 1.
+    decr_ratio: Shrink factor, 0 < decr_ratio < 1.
+    min_loss_scale: Keyword-only floor, > 0 (default 1, contrib's floor).
+      Values below 1 are allowed when asked for explicitly.
+    max_loss_scale: Keyword-only ceiling, None (only float32's range) or a
+      finite number >= `init_loss_scale`.
+    hysteresis: Keyword-only, one of "contrib", "consecutive", "sticky".
+
+  Raises:
+    TypeError: If a number is not a Python int/float (bools rejected), or a
+      step count is not an int.
+    ValueError: If a value is outside the range given above.
+  """
+
+  _SCALE_NAME = "loss_scale"
+  _GOOD_STEPS_NAME = "good_steps"
+  _BAD_STEPS_NAME = "bad_steps"  # None: bad_steps is always 0, not stored.
+  _COUNTER_DTYPE = tf.int32
+  # Constructor argument names as a face calls them, for error messages.
+  _ARG_NAMES = {"init_loss_scale": "init_loss_scale",
+                "incr_every_n_steps": "incr_every_n_steps",
+                "incr_ratio": "incr_ratio"}
+
+  def __init__(self,
+               init_loss_scale: float,
+               incr_every_n_steps: int,
+               decr_every_n_nan_or_inf: int = 2,
+               incr_ratio: float = 2,
+               decr_ratio: float = 0.8,
+               *,
+               min_loss_scale: float = 1,
+               max_loss_scale: Optional[float] = None,
+               hysteresis: str = "contrib"):
+    check, arg = _validation, self._ARG_NAMES
+    self._min = check.check_greater("min_loss_scale", min_loss_scale, 0.0)
+    self._max = (None if max_loss_scale is None else
+                 check.check_at_least("max_loss_scale", max_loss_scale,
+                                      self._min))
+    self._init = check.check_at_least(arg["init_loss_scale"], init_loss_scale,
+                                      self._min)
+    if self._max is not None and self._init > self._max:
+      raise ValueError(f"`{arg['init_loss_scale']}` must be <= max_loss_scale "
+                       f"({self._max:g}), got {self._init:g}.")
+    self._incr_every = check.check_positive_int(arg["incr_every_n_steps"],
+                                                incr_every_n_steps)
+    self._decr_every = check.check_positive_int("decr_every_n_nan_or_inf",
+                                                decr_every_n_nan_or_inf)
+    self._incr_ratio = check.check_greater(arg["incr_ratio"], incr_ratio, 1.0)
+    self._decr_ratio = check.check_open_unit("decr_ratio", decr_ratio)
+    self._hysteresis = check.check_choice("hysteresis", hysteresis,
+                                          HYSTERESIS_MODES)
+    # TF2's face divides by its multiplier, as TF does, so that multipliers
+    # that are not powers of two give TF's numbers bit for bit.
+    self._decr_divisor = None
+    specs = [_graph.VariableSpec(self._SCALE_NAME, tf.float32, self._init),
+             _graph.VariableSpec(self._GOOD_STEPS_NAME, self._COUNTER_DTYPE, 0)]
+    if self._BAD_STEPS_NAME is not None:
+      specs.append(_graph.VariableSpec(self._BAD_STEPS_NAME,
+                                       self._COUNTER_DTYPE, 0))
+    self._state = _graph.PerGraphVariables(self, specs)
+
+  init_loss_scale = property(lambda self: self._init)
+  incr_every_n_steps = property(lambda self: self._incr_every)
+  decr_every_n_nan_or_inf = property(lambda self: self._decr_every)
+  incr_ratio = property(lambda self: self._incr_ratio)
+  decr_ratio = property(lambda self: self._decr_ratio)
+  min_loss_scale = property(lambda self: self._min)
+  max_loss_scale = property(lambda self: self._max)
+  hysteresis = property(lambda self: self._hysteresis)
+
+  @property
+  def dynamic(self) -> bool:
+    return True
+
+  def get_loss_scale(self) -> tf.Tensor:
+    """Reads the current scale (a float32 scalar) of the current graph."""
+    state = self._state.get(f"{type(self).__name__}.get_loss_scale")
+    return state[self._SCALE_NAME].read_value()
+
+  def variables(self) -> List[tf.Variable]:
+    return list(self._state.existing().values())
+
+  def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:
+    """Returns the op that moves the state machine one step.
+
+    Args:
+      finite_grads: Scalar bool tensor: were all of this step's gradients
+        finite? Under `tf.distribute` it must be the same on every replica and
+        this must be called in cross-replica context.
+
+    Returns:
+      One op that assigns the new scale and counters.
+    """
+    base.check_finite_flag(finite_grads)
+    state = self._state.get(f"{type(self).__name__}.update_loss_scale")
+    scale_var = state[self._SCALE_NAME]
+    good_var = state[self._GOOD_STEPS_NAME]
+    bad_var = state.get(self._BAD_STEPS_NAME)
+    with tf.name_scope("loss_scale_update"):
+      scale, good, bad = self._next_state(
+          scale_var.read_value(), good_var.read_value(),
+          tf.constant(0, self._COUNTER_DTYPE) if bad_var is None
+          else bad_var.read_value(), finite_grads)
+      updates = [scale_var.assign(scale, read_value=False),
+                 good_var.assign(good, read_value=False)]
+      if bad_var is not None:
+        updates.append(bad_var.assign(bad, read_value=False))
+      return tf.group(*updates)
+
+  def _next_state(self, scale, good, bad, finite):
+    """The transition of the class docstring, as pure tensor arithmetic."""
+    zero = tf.zeros_like(good)
+    grow_due = good + 1 >= self._incr_every
+    grown = scale * self._incr_ratio
+    grow_ok = tf.logical_and(grow_due, tf.math.is_finite(grown))
+    if self._max is not None:
+      grown = tf.minimum(grown, self._max)
+    shrink_due = bad + 1 >= self._decr_every
+    shrunk = (scale / self._decr_divisor if self._decr_divisor is not None
+              else scale * self._decr_ratio)
+    shrunk = tf.maximum(shrunk, self._min)
+
+    new_scale = tf.where(finite, tf.where(grow_ok, grown, scale),
+                         tf.where(shrink_due, shrunk, scale))
+    new_good = tf.where(finite, tf.where(grow_due, zero, good + 1), zero)
+    bad_after_finite = (zero if self._hysteresis == "consecutive" else
+                        tf.where(grow_due, zero, bad))
+    bad_after_overflow = tf.where(
+        shrink_due, bad if self._hysteresis == "sticky" else zero, bad + 1)
+    new_bad = tf.where(finite, bad_after_finite, bad_after_overflow)
+    return new_scale, new_good, new_bad
+
+  def __repr__(self) -> str:
+    return (f"{type(self).__name__}(init_loss_scale={self._init:g}, "
+            f"incr_every_n_steps={self._incr_every}, "
+            f"decr_every_n_nan_or_inf={self._decr_every}, "
+            f"incr_ratio={self._incr_ratio:g}, decr_ratio={self._decr_ratio:g})")

@@ -1,0 +1,65 @@
+"""`FixedLossScaleManager`: one scale for the whole run."""
+
+import tensorflow as tf
+
+from managers import _graph
+from managers import _validation
+from managers import base
+
+
+class FixedLossScaleManager(base.LossScaleManager):
+  """A loss scale that never changes.
+
+  Unlike TensorFlow's `FixedLossScale`, a step whose gradients contain NaN or
+  Inf is skipped by default (as `tf.contrib.mixed_precision` did): a too-large
+  fixed scale then costs a step instead of corrupting the weights. Pass
+  `skip_nonfinite_steps=False` to apply every step, as TF's built-in does; the
+  optimizer then builds no finite check and no `tf.cond`.
+
+  The constructor creates no tensor; the scale becomes a constant in whichever
+  graph asks for it.
+
+  Example:
+
+  ```python
+  opt = mp_optimizer.LossScaleOptimizer(
+      tf.compat.v1.train.MomentumOptimizer(0.1, 0.9),
+      managers.FixedLossScaleManager(1024))
+  ```
+
+  Args:
+    loss_scale: Python int or float, finite and >= 1.
+    skip_nonfinite_steps: Keyword-only bool, default True.
+
+  Raises:
+    TypeError: If `loss_scale` is not an int/float or `skip_nonfinite_steps`
+      is not a bool.
+    ValueError: If `loss_scale` is not finite or is below 1.
+  """
+
+  def __init__(self, loss_scale: float, *, skip_nonfinite_steps: bool = True):
+    self._loss_scale = _validation.check_at_least("loss_scale", loss_scale, 1.0)
+    self._skip = _validation.check_bool("skip_nonfinite_steps",
+                                        skip_nonfinite_steps)
+
+  @property
+  def loss_scale_value(self) -> float:
+    """The scale, as the Python float given to the constructor."""
+    return self._loss_scale
+
+  @property
+  def skips_nonfinite_steps(self) -> bool:
+    return self._skip
+
+  def get_loss_scale(self) -> tf.Tensor:
+    """Returns the scale as a float32 constant in the current graph."""
+    _graph.require_graph("FixedLossScaleManager.get_loss_scale")
+    return tf.constant(self._loss_scale, dtype=tf.float32, name="loss_scale")
+
+  def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:
+    """Returns a no-op: the scale is fixed."""
+    base.check_finite_flag(finite_grads)
+    return tf.no_op(name="fixed_loss_scale_update")
+
+  def __repr__(self) -> str:
+    return f"{type(self).__name__}({self._loss_scale:g})"

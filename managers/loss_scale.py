@@ -1,0 +1,221 @@
+"""TF2's `LossScale` surface, as faces of this package's managers.
+
+`FixedLossScale` is `FixedLossScaleManager` and `DynamicLossScale` is
+`ExponentialUpdateLossScaleManager` with TF's names and settings: there is one
+implementation of each policy, reachable through either API.
+"""
+
+import abc
+from typing import Any, Dict, Optional, Tuple, Union
+
+import tensorflow as tf
+
+from managers import _validation
+from managers import base
+from managers import exponential
+from managers import finite
+from managers import fixed
+
+
+class LossScale(base.LossScaleManager):
+  """The interface of `tf.compat.v1.mixed_precision.LossScale`.
+
+  `scale()` (i.e. `__call__`) returns the current scale; `update(grads)` checks
+  the gradients and returns `(update_op, should_apply_gradients)`. Both are
+  written once here in terms of the `LossScaleManager` methods, so a subclass
+  implements the policy only once.
+  """
+
+  def __call__(self) -> tf.Tensor:
+    """Returns the current loss scale as a float32 scalar tensor."""
+    return self.get_loss_scale()
+
+  def update(self, grads) -> Tuple[tf.Operation, Union[bool, tf.Tensor]]:
+    """Checks `grads` and returns `(update_op, should_apply_gradients)`.
+
+    Args:
+      grads: A nested structure of unscaled gradients; None entries are
+        ignored. Under `tf.distribute`, call this in cross-replica context:
+        every replica then gets the same answer.
+
+    Returns:
+      The op that updates the scale, and a scalar bool tensor that is False
+      when the step must be skipped (Python True for a scale that applies
+      every step).
+    """
+    if not self.skips_nonfinite_steps:
+      return tf.no_op(), True
+    all_finite = finite.all_finite_in_sync(tf.nest.flatten(grads))
+    return self.update_loss_scale(all_finite), all_finite
+
+  @abc.abstractmethod
+  def get_config(self) -> Dict[str, Any]:
+    """Returns the constructor arguments, for `from_config`."""
+
+  @classmethod
+  def from_config(cls, config: Dict[str, Any]) -> "LossScale":
+    """Builds a loss scale from `get_config()` output."""
+    return cls(**config)
+
+
+class FixedLossScale(LossScale, fixed.FixedLossScaleManager):
+  """TF's `FixedLossScale(loss_scale_value)`, skipping NaN/Inf steps by default.
+
+  TF's own class applies a step even when its gradients are NaN/Inf, which
+  writes NaN into the weights. This one skips such steps unless
+  `skip_nonfinite_steps=False` asks for TF's exact behaviour.
+
+  Example:
+
+  ```python
+  opt = mp_optimizer.MixedPrecisionLossScaleOptimizer(
+      opt, managers.FixedLossScale(128))
+  ```
+
+  Args:
+    loss_scale_value: Python int or float, finite and >= 1.
+    skip_nonfinite_steps: Keyword-only bool, default True.
+
+  Raises:
+    TypeError, ValueError: As `FixedLossScaleManager`, naming
+      `loss_scale_value`.
+  """
+
+  def __init__(self, loss_scale_value: float, *,
+               skip_nonfinite_steps: bool = True):
+    _validation.check_at_least("loss_scale_value", loss_scale_value, 1.0)
+    super().__init__(loss_scale_value, skip_nonfinite_steps=skip_nonfinite_steps)
+
+  def get_config(self) -> Dict[str, Any]:
+    return {"loss_scale_value": self._loss_scale,
+            "skip_nonfinite_steps": self.skips_nonfinite_steps}
+
+  def __repr__(self) -> str:
+    return f"FixedLossScale({self._loss_scale:g})"
+
+
+class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager):
+  """TF's `DynamicLossScale`: the exponential manager with TF's settings.
+
+  It is `ExponentialUpdateLossScaleManager(initial_loss_scale,
+  increment_period, decr_every_n_nan_or_inf=1, incr_ratio=multiplier,
+  decr_ratio=1/multiplier)`, with the shrink computed as `scale / multiplier`
+  and the state stored as TF stores it: float32 `current_loss_scale` and int64
+  `good_steps` (there is no `bad_steps`: with one overflow per shrink it is
+  always 0). Numbers match TF's built-in bit for bit.
+
+  Example:
+
+  ```python
+  loss_scale = managers.DynamicLossScale(initial_loss_scale=2**15,
+                                         increment_period=2000)
+  ```
+
+  Args:
+    initial_loss_scale: Starting scale (Keras alias `initial_scale`).
+    increment_period: Finite steps in a row before the scale grows (Keras
+      alias `dynamic_growth_steps`).
+    multiplier: Growth factor, and divisor on overflow; > 1.
+    min_loss_scale: Keyword-only floor (default 1).
+    max_loss_scale: Keyword-only ceiling (default None).
+    initial_scale: Keyword-only alias of `initial_loss_scale`.
+    dynamic_growth_steps: Keyword-only alias of `increment_period`.
+
+  Raises:
+    TypeError: For a wrong type; ValueError: for a value out of range, or an
+      argument given under both of its names.
+  """
+
+  _SCALE_NAME = "current_loss_scale"
+  _GOOD_STEPS_NAME = "good_steps"
+  _BAD_STEPS_NAME = None
+  _COUNTER_DTYPE = tf.int64
+  _ARG_NAMES = {"init_loss_scale": "initial_loss_scale",
+                "incr_every_n_steps": "increment_period",
+                "incr_ratio": "multiplier"}
+  _DEFAULTS = {"initial_loss_scale": 2**15, "increment_period": 2000}
+
+  def __init__(self,
+               initial_loss_scale: float = 2**15,
+               increment_period: int = 2000,
+               multiplier: float = 2.0,
+               *,
+               min_loss_scale: float = 1,
+               max_loss_scale: Optional[float] = None,
+               initial_scale: Optional[float] = None,
+               dynamic_growth_steps: Optional[int] = None):
+    initial_loss_scale = _alias("initial_loss_scale", initial_loss_scale,
+                                "initial_scale", initial_scale)
+    increment_period = _alias("increment_period", increment_period,
+                              "dynamic_growth_steps", dynamic_growth_steps)
+    multiplier = _validation.check_greater("multiplier", multiplier, 1.0)
+    super().__init__(initial_loss_scale, increment_period,
+                     decr_every_n_nan_or_inf=1, incr_ratio=multiplier,
+                     decr_ratio=1.0 / multiplier, min_loss_scale=min_loss_scale,
+                     max_loss_scale=max_loss_scale)
+    self._decr_divisor = multiplier
+
+  initial_loss_scale = property(lambda self: self._init)
+  increment_period = property(lambda self: self._incr_every)
+  multiplier = property(lambda self: self._incr_ratio)
+
+  def get_config(self) -> Dict[str, Any]:
+    return {"initial_loss_scale": self._init,
+            "increment_period": self._incr_every,
+            "multiplier": self._incr_ratio,
+            "min_loss_scale": self._min,
+            "max_loss_scale": self._max}
+
+  def __repr__(self) -> str:
+    return (f"DynamicLossScale(initial_loss_scale={self._init:g}, "
+            f"increment_period={self._incr_every}, "
+            f"multiplier={self._incr_ratio:g})")
+
+
+def _alias(name: str, value: Any, alias: str, alias_value: Any) -> Any:
+  if alias_value is None:
+    return value
+  if value != DynamicLossScale._DEFAULTS[name]:  # pylint: disable=protected-access
+    raise ValueError(f"Pass `{name}` or its alias `{alias}`, not both; got "
+                     f"{name}={value!r} and {alias}={alias_value!r}.")
+  return alias_value
+
+
+_ACCEPTED = ("'dynamic', a Python int or float >= 1, a managers.LossScale or "
+             "managers.LossScaleManager, or a "
+             "tf.compat.v1.mixed_precision.FixedLossScale/DynamicLossScale")
+
+
+def get(identifier: Any) -> base.LossScaleManager:
+  """Turns anything TF's `MixedPrecisionLossScaleOptimizer` accepts into ours.
+
+  Args:
+    identifier: "dynamic" (a default `DynamicLossScale`), a number (a
+      `FixedLossScale`), any `LossScaleManager` (returned as is), or one of
+      TensorFlow's own `FixedLossScale`/`DynamicLossScale` objects (rebuilt
+      from their `get_config()`; TF's variables are not reused).
+
+  Returns:
+    A `LossScaleManager`.
+
+  Raises:
+    TypeError: For None or any other type; ValueError: for another string or
+      a number out of range.
+  """
+  if isinstance(identifier, base.LossScaleManager):
+    return identifier
+  if isinstance(identifier, str):
+    if identifier == "dynamic":
+      return DynamicLossScale()
+    raise ValueError(f"`loss_scale` must be {_ACCEPTED}; got the string "
+                     f"{identifier!r}. Did you mean 'dynamic'?")
+  if isinstance(identifier, (int, float)) and not isinstance(identifier, bool):
+    _validation.check_at_least("loss_scale", identifier, 1.0)
+    return FixedLossScale(identifier)
+  tf_mp = tf.compat.v1.mixed_precision
+  if isinstance(identifier, tf_mp.FixedLossScale):
+    return FixedLossScale(**identifier.get_config())
+  if isinstance(identifier, tf_mp.DynamicLossScale):
+    return DynamicLossScale(**identifier.get_config())
+  raise TypeError(f"`loss_scale` must be {_ACCEPTED}; got {identifier!r} "
+                  f"(type {type(identifier).__name__}).")
