@@ -1,0 +1,64 @@
+"""Scaling a loss up and gradients back down, without densifying anything."""
+
+from typing import List, Optional, Sequence, Union
+
+import tensorflow as tf
+
+from managers.finite import all_finite  # Re-exported: the one finite check.
+
+Gradient = Optional[Union[tf.Tensor, tf.IndexedSlices]]
+
+__all__ = ["all_finite", "scale_loss", "unscale"]
+
+
+def scale_loss(loss: tf.Tensor, loss_scale: tf.Tensor) -> tf.Tensor:
+  """Returns `loss * S`, with S cast to the loss's dtype.
+
+  Args:
+    loss: A floating-point tensor (float16 losses stay float16).
+    loss_scale: The float32 scalar scale.
+
+  Raises:
+    TypeError: If `loss` is not a floating-point tensor.
+  """
+  loss = tf.convert_to_tensor(loss)
+  if not loss.dtype.is_floating:
+    raise TypeError(
+        f"`loss` must be a floating-point tensor, got dtype {loss.dtype.name} "
+        f"({loss!r}). Cast the loss to float32 before minimizing it.")
+  return tf.multiply(loss, tf.cast(loss_scale, loss.dtype), name="scaled_loss")
+
+
+def _unscale_dense(grad: tf.Tensor, inverse: tf.Tensor) -> tf.Tensor:
+  if grad.dtype == tf.float32:
+    return grad * inverse
+  if grad.dtype == tf.float64:
+    return grad * tf.cast(inverse, tf.float64)
+  # 16-bit gradients: 1/S may not be representable there; multiply in float32.
+  return tf.cast(tf.cast(grad, tf.float32) * inverse, grad.dtype)
+
+
+def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor) -> List[Gradient]:
+  """Returns `grads` multiplied by 1/S, in float32.
+
+  `None` stays `None`. A `tf.IndexedSlices` stays sparse: only `.values` is
+  multiplied, its indices and dense shape are passed through.
+
+  Args:
+    grads: Gradients of the scaled loss.
+    loss_scale: The float32 scalar scale that loss was multiplied by.
+
+  Returns:
+    A new list, one entry per gradient.
+  """
+  inverse = tf.math.reciprocal(loss_scale, name="inverse_loss_scale")
+  result = []
+  for grad in grads:
+    if grad is None:
+      result.append(None)
+    elif isinstance(grad, tf.IndexedSlices):
+      result.append(tf.IndexedSlices(_unscale_dense(grad.values, inverse),
+                                     grad.indices, grad.dense_shape))
+    else:
+      result.append(_unscale_dense(tf.convert_to_tensor(grad), inverse))
+  return result

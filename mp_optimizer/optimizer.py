@@ -1,0 +1,232 @@
+"""`LossScaleOptimizer`: loss scaling around any `tf.compat.v1.train.Optimizer`."""
+
+from typing import Callable, List, Optional, Tuple, Union
+
+import tensorflow as tf
+
+import managers
+from managers import _graph
+from managers import _tracking
+from mp_optimizer import gradients as grad_lib
+
+Optimizer = tf.compat.v1.train.Optimizer
+GradsAndVars = List[Tuple[Optional[Union[tf.Tensor, tf.IndexedSlices]],
+                          tf.Variable]]
+
+
+class LossScaleOptimizer(Optimizer):
+  """Wraps an optimizer so float16 gradients neither underflow nor corrupt it.
+
+  `compute_gradients` multiplies the loss by the manager's scale S and returns
+  gradients already multiplied back by 1/S, so anything between it and
+  `apply_gradients` (clipping, summaries) sees true gradients.
+  `apply_gradients` checks all gradients at once: a step with any NaN/Inf
+  gradient is skipped entirely (no variable, slot or `global_step` moves) and
+  the manager learns of it. This is `tf.contrib.mixed_precision`'s design,
+  with its bugs fixed: `None` gradients are allowed, sparse gradients stay
+  sparse, the base `Optimizer.__init__` is called (so slots and `variables()`
+  work), and managers built outside the graph work.
+
+  Always take gradients from this optimizer's `compute_gradients` (or
+  `get_unscaled_gradients`), never from `tf.gradients` of the unscaled loss:
+  those were never scaled, and underflow remains.
+
+  Example:
+
+  ```python
+  opt = mp_optimizer.LossScaleOptimizer(
+      tf.compat.v1.train.AdamOptimizer(1e-3),
+      managers.ExponentialUpdateLossScaleManager(2**15, 2000))
+  train_op = opt.minimize(loss, global_step=tf.compat.v1.train.get_or_create_global_step())
+  ```
+
+  Args:
+    opt: The `tf.compat.v1.train.Optimizer` that computes and applies updates.
+    loss_scale_manager: A `managers.LossScaleManager`.
+
+  Raises:
+    TypeError: If `opt` or `loss_scale_manager` has the wrong type.
+    ValueError: If `opt` is already a `LossScaleOptimizer`.
+  """
+
+  def __init__(self, opt: Optimizer,
+               loss_scale_manager: managers.LossScaleManager):
+    if isinstance(opt, LossScaleOptimizer):
+      raise ValueError(
+          f"`opt` is already a {type(opt).__name__}; wrapping it twice would "
+          "scale the loss twice. Pass its `inner_optimizer` instead.")
+    if not isinstance(opt, Optimizer):
+      raise TypeError(
+          "`opt` must be a tf.compat.v1.train.Optimizer, got "
+          f"{opt!r} (type {type(opt).__name__}). For a Keras optimizer use "
+          "tf.keras.mixed_precision.LossScaleOptimizer.")
+    if not isinstance(loss_scale_manager, managers.LossScaleManager):
+      raise TypeError(
+          "`loss_scale_manager` must be a managers.LossScaleManager (e.g. "
+          "managers.FixedLossScaleManager(128)), got "
+          f"{loss_scale_manager!r} (type {type(loss_scale_manager).__name__}).")
+    super().__init__(use_locking=False, name=opt.get_name())
+    self._opt = opt
+    self._manager = loss_scale_manager
+    # TF's built-in uses these two names; its object checkpoints restore here.
+    _tracking.track(self, opt, "base_optimizer")
+    _tracking.track(self, loss_scale_manager, "loss_scale")
+
+  @property
+  def inner_optimizer(self) -> Optimizer:
+    """The wrapped optimizer."""
+    return self._opt
+
+  @property
+  def loss_scale_manager(self) -> managers.LossScaleManager:
+    """The manager that owns the scale."""
+    return self._manager
+
+  def get_loss_scale(self) -> tf.Tensor:
+    """Returns the current loss scale, a float32 scalar tensor."""
+    return self._manager.get_loss_scale()
+
+  # Keras-style names, for code written against
+  # tf.keras.mixed_precision.LossScaleOptimizer and for custom loops that call
+  # tf.gradients themselves.
+
+  @property
+  def loss_scale(self) -> tf.Tensor:
+    """The current loss scale tensor (Keras name of `get_loss_scale()`)."""
+    return self._manager.get_loss_scale()
+
+  @property
+  def dynamic(self) -> bool:
+    """True if the loss scale changes during training."""
+    return self._manager.dynamic
+
+  @property
+  def initial_scale(self) -> Optional[float]:
+    """The starting scale of a dynamic or fixed manager (else None)."""
+    return getattr(self._manager, "init_loss_scale",
+                   getattr(self._manager, "loss_scale_value", None))
+
+  @property
+  def dynamic_growth_steps(self) -> Optional[int]:
+    """Finite steps between increases of a dynamic scale (else None)."""
+    return getattr(self._manager, "incr_every_n_steps", None)
+
+  def get_scaled_loss(self, loss: tf.Tensor) -> tf.Tensor:
+    """Returns `loss * S` (in the loss's dtype), for use with tf.gradients."""
+    _graph.require_graph("LossScaleOptimizer.get_scaled_loss")
+    return grad_lib.scale_loss(loss, self._manager.get_loss_scale())
+
+  scale_loss = get_scaled_loss
+
+  def get_unscaled_gradients(self, grads) -> list:
+    """Returns gradients of a scaled loss multiplied by 1/S (None kept)."""
+    _graph.require_graph("LossScaleOptimizer.get_unscaled_gradients")
+    return grad_lib.unscale(list(grads), self._manager.get_loss_scale())
+
+  def check_finite(self, grads) -> tf.Tensor:
+    """Returns a scalar bool tensor: are all `grads` finite (None ignored)?"""
+    _graph.require_graph("LossScaleOptimizer.check_finite")
+    return managers.all_finite(grads)
+
+  def compute_gradients(self,
+                        loss: Union[tf.Tensor, Callable[[], tf.Tensor]],
+                        var_list=None,
+                        gate_gradients: int = Optimizer.GATE_OP,
+                        aggregation_method=None,
+                        colocate_gradients_with_ops: bool = False,
+                        grad_loss: Optional[tf.Tensor] = None) -> GradsAndVars:
+    """Returns unscaled `(gradient, variable)` pairs of `loss`.
+
+    Takes the arguments of `tf.compat.v1.train.Optimizer.compute_gradients`.
+    The loss (a tensor, or a callable returning one) is multiplied by S in its
+    own dtype; the gradients are multiplied by 1/S in float32 before they are
+    returned. `None` gradients stay `None`; `tf.IndexedSlices` stay sparse.
+
+    Raises:
+      RuntimeError: Under eager execution.
+      TypeError: If the loss is not floating point.
+    """
+    _graph.require_graph("LossScaleOptimizer.compute_gradients")
+    if callable(loss):
+      loss = loss()
+    loss_scale = self._manager.get_loss_scale()
+    grads_and_vars = self._opt.compute_gradients(
+        grad_lib.scale_loss(loss, loss_scale),
+        var_list=var_list,
+        gate_gradients=gate_gradients,
+        aggregation_method=aggregation_method,
+        colocate_gradients_with_ops=colocate_gradients_with_ops,
+        grad_loss=grad_loss)
+    grads = grad_lib.unscale([g for g, _ in grads_and_vars], loss_scale)
+    return list(zip(grads, [v for _, v in grads_and_vars]))
+
+  def apply_gradients(self, grads_and_vars, global_step=None,
+                      name: Optional[str] = None) -> tf.Operation:
+    """Applies unscaled gradients if all are finite; updates the scale.
+
+    One boolean covers every non-None gradient. The inner optimizer's apply
+    (and its `global_step` increment) runs inside one `tf.cond` on it; the
+    manager's update runs after that and is grouped into the returned op.
+    Under `tf.distribute` this happens in cross-replica context and every
+    replica gets the same verdict.
+
+    Args:
+      grads_and_vars: `(gradient, variable)` pairs from `compute_gradients`.
+      global_step: Optional variable incremented only when the step applies.
+      name: Optional name of the returned op.
+
+    Returns:
+      One op that runs the whole step.
+
+    Raises:
+      RuntimeError: Under eager execution, or in cross-replica context.
+      ValueError: If `grads_and_vars` is empty.
+    """
+    _graph.require_graph("LossScaleOptimizer.apply_gradients")
+    grads_and_vars = tuple(grads_and_vars)
+    if not grads_and_vars:
+      raise ValueError("`grads_and_vars` is empty: no variables provided.")
+    if tf.distribute.has_strategy() and tf.distribute.in_cross_replica_context():
+      raise RuntimeError(
+          "LossScaleOptimizer.apply_gradients must be called in replica "
+          "context: call it inside `strategy.run` (or a model_fn), not "
+          "directly under `strategy.scope()`.")
+    return tf.distribute.get_replica_context().merge_call(
+        self._apply_cross_replica, args=(grads_and_vars, global_step, name))
+
+  def _apply_cross_replica(self, strategy, grads_and_vars, global_step, name):
+    name = name or self.get_name()
+    train_ops = tf.compat.v1.get_collection_ref(
+        tf.compat.v1.GraphKeys.TRAIN_OP)
+    train_ops_before = list(train_ops)
+
+    def apply_on_replicas():
+      updates = strategy.extended.call_for_each_replica(
+          self._opt.apply_gradients,
+          args=(grads_and_vars, global_step, name + "-wrapped"))
+      return strategy.group(updates)
+
+    if self._manager.skips_nonfinite_steps:
+      finite = managers.all_finite_in_sync(g for g, _ in grads_and_vars)
+      applied = tf.cond(finite, apply_on_replicas, tf.no_op)
+    else:
+      finite = tf.constant(True)
+      applied = apply_on_replicas()
+    with tf.control_dependencies([applied]):
+      update = self._manager.update_loss_scale(finite)
+    train_op = tf.group(applied, update, name=name)
+    # The inner apply sits inside the cond; only the gated step is a train op.
+    train_ops[:] = train_ops_before + [train_op]
+    return train_op
+
+  def get_slot(self, var: tf.Variable, name: str) -> Optional[tf.Variable]:
+    """Returns the inner optimizer's slot `name` for `var`."""
+    return self._opt.get_slot(var, name)
+
+  def get_slot_names(self) -> List[str]:
+    """Returns the inner optimizer's slot names."""
+    return self._opt.get_slot_names()
+
+  def variables(self) -> List[tf.Variable]:
+    """Returns the inner optimizer's variables and the scale state."""
+    return self._opt.variables() + self._manager.variables()
