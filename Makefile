@@ -1,0 +1,47 @@
+# Everything builds its own virtual environment from pinned requirements:
+# a machine needs only python3 (3.11), pip and make.
+#
+#   make demo    fp32 vs fp16 vs fp16 + loss scaling on scikit-learn's digits
+#   make test    the test suite on TensorFlow 2.21 and on TensorFlow 2.15
+#   make bench   overhead benchmarks (writes BENCHMARKS.md)
+#   make soak    20,000-step soak run
+
+PYTHON ?= python3
+VENV := .venv
+NEWEST := 2.21
+OLDEST := 2.15
+PYTEST_ARGS ?=
+export TF_CPP_MIN_LOG_LEVEL := 2
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: demo test bench soak venvs clean
+
+# .venv/tf2.21/.ready: a venv with the pinned requirements and this project.
+$(VENV)/tf%/.ready: requirements/tf%.txt setup.py
+	rm -rf $(VENV)/tf$*
+	$(PYTHON) -m venv $(VENV)/tf$*
+	$(VENV)/tf$*/bin/python -m pip install --quiet --disable-pip-version-check \
+	    -r requirements/tf$*.txt
+	$(VENV)/tf$*/bin/python -m pip install --quiet --disable-pip-version-check \
+	    --no-deps --no-build-isolation -e .
+	touch $@
+
+venvs: $(VENV)/tf$(NEWEST)/.ready $(VENV)/tf$(OLDEST)/.ready
+
+demo: $(VENV)/tf$(NEWEST)/.ready
+	$(VENV)/tf$(NEWEST)/bin/python examples/digits_demo.py
+
+test: test-$(NEWEST) test-$(OLDEST)
+
+test-%: $(VENV)/tf%/.ready
+	$(VENV)/tf$*/bin/python -m pytest tests -q -p no:cacheprovider $(PYTEST_ARGS)
+
+bench: $(VENV)/tf$(NEWEST)/.ready
+	$(VENV)/tf$(NEWEST)/bin/python benchmarks/overhead.py
+
+soak: $(VENV)/tf$(NEWEST)/.ready
+	$(VENV)/tf$(NEWEST)/bin/python -m pytest tests -q -p no:cacheprovider \
+	    -m soak --run-soak
+
+clean:
+	rm -rf $(VENV) build *.egg-info runs
