@@ -66,6 +66,29 @@ class PerGraphVariables:
     self._owner = owner
     self._specs = tuple(specs)
     self._by_graph = weakref.WeakKeyDictionary()
+    self._adopted = weakref.WeakKeyDictionary()
+
+  def adopt(self, variables: Dict[str, tf.Variable]) -> None:
+    """Uses existing graph variables as this state in their graph.
+
+    TF's own `DynamicLossScale` creates its variables in its constructor, under
+    the very names a checkpoint holds. When such an object is converted to
+    ours, adopting its variables keeps those names (ours would otherwise be
+    `current_loss_scale_1`). Eager variables are ignored.
+
+    Raises:
+      ValueError: If a name or dtype does not match this state.
+    """
+    specs = {s.name: s for s in self._specs if s.checkpointed}
+    for name, variable in variables.items():
+      if name not in specs or variable.dtype.base_dtype != specs[name].dtype:
+        raise ValueError(
+            f"cannot adopt {variable!r} as `{name}`: expected one of "
+            f"{sorted(specs)} with dtypes "
+            f"{[specs[n].dtype.name for n in sorted(specs)]}.")
+      graph = getattr(variable, "graph", None)  # Eager variables: no graph.
+      if isinstance(graph, tf.Graph):
+        self._adopted.setdefault(graph, {})[name] = variable
 
   def get(self, api: str) -> Dict[str, tf.Variable]:
     """Returns this graph's variables by name, creating them on first use.
@@ -95,9 +118,11 @@ class PerGraphVariables:
   def _create(self, graph: tf.Graph) -> None:
     if graph in self._by_graph:  # A merge_call from another replica got here.
       return
-    made = {}
+    made = dict(self._adopted.get(graph, {}))
     with tf.init_scope(), graph.name_scope(None):
       for spec in self._specs:
+        if spec.name in made:
+          continue
         collection = (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES if spec.checkpointed
                       else tf.compat.v1.GraphKeys.LOCAL_VARIABLES)
         made[spec.name] = tf.compat.v1.Variable(

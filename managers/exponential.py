@@ -146,6 +146,10 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
   def variables(self) -> List[tf.Variable]:
     return list(self._state.existing().values())
 
+  def _adopt_state(self, variables) -> None:
+    """Takes over existing state variables by name (see `managers.get`)."""
+    self._state.adopt(variables)
+
   def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:
     """Returns the op that moves the state machine one step.
 

@@ -193,7 +193,8 @@ def get(identifier: Any) -> base.LossScaleManager:
     identifier: "dynamic" (a default `DynamicLossScale`), a number (a
       `FixedLossScale`), any `LossScaleManager` (returned as is), or one of
       TensorFlow's own `FixedLossScale`/`DynamicLossScale` objects (rebuilt
-      from their `get_config()`; TF's variables are not reused).
+      from their `get_config()`; the variables a TF `DynamicLossScale` already
+      made in a graph become ours there, so checkpoint names do not change).
 
   Returns:
     A `LossScaleManager`.
@@ -216,6 +217,11 @@ def get(identifier: Any) -> base.LossScaleManager:
   if isinstance(identifier, tf_mp.FixedLossScale):
     return FixedLossScale(**identifier.get_config())
   if isinstance(identifier, tf_mp.DynamicLossScale):
-    return DynamicLossScale(**identifier.get_config())
+    converted = DynamicLossScale(**identifier.get_config())
+    # TF's object made its variables when it was built; keep them (and their
+    # checkpoint names) rather than making `current_loss_scale_1` beside them.
+    converted._adopt_state(  # pylint: disable=protected-access
+        tf.train.TrackableView(identifier).children(identifier))
+    return converted
   raise TypeError(f"`loss_scale` must be {_ACCEPTED}; got {identifier!r} "
                   f"(type {type(identifier).__name__}).")
