@@ -8,6 +8,9 @@ import managers
 from managers import _graph
 from managers import _tracking
 from mp_optimizer import gradients as grad_lib
+from mp_optimizer import misuse
+from mp_optimizer import signals
+from mp_optimizer import step
 
 Optimizer = tf.compat.v1.train.Optimizer
 GradsAndVars = List[Tuple[Optional[Union[tf.Tensor, tf.IndexedSlices]],
@@ -71,6 +74,7 @@ class LossScaleOptimizer(Optimizer):
     # TF's built-in uses these two names; its object checkpoints restore here.
     _tracking.track(self, opt, "base_optimizer")
     _tracking.track(self, loss_scale_manager, "loss_scale")
+    self._skip_counter = signals.SkipCounter(self)
 
   @property
   def inner_optimizer(self) -> Optimizer:
@@ -114,14 +118,26 @@ class LossScaleOptimizer(Optimizer):
   def get_scaled_loss(self, loss: tf.Tensor) -> tf.Tensor:
     """Returns `loss * S` (in the loss's dtype), for use with tf.gradients."""
     _graph.require_graph("LossScaleOptimizer.get_scaled_loss")
-    return grad_lib.scale_loss(loss, self._manager.get_loss_scale())
+    return self._scale(loss, self._manager.get_loss_scale())
 
   scale_loss = get_scaled_loss
 
   def get_unscaled_gradients(self, grads) -> list:
     """Returns gradients of a scaled loss multiplied by 1/S (None kept)."""
     _graph.require_graph("LossScaleOptimizer.get_unscaled_gradients")
-    return grad_lib.unscale(list(grads), self._manager.get_loss_scale())
+    return self._unscale(list(grads), self._manager.get_loss_scale())
+
+  @staticmethod
+  def _scale(loss, loss_scale):
+    scaled = grad_lib.scale_loss(loss, loss_scale)
+    misuse.record_scaled_loss(scaled)
+    return scaled
+
+  @staticmethod
+  def _unscale(grads, loss_scale):
+    unscaled = grad_lib.unscale(grads, loss_scale)
+    misuse.record_unscaled(unscaled)
+    return unscaled
 
   def check_finite(self, grads) -> tf.Tensor:
     """Returns a scalar bool tensor: are all `grads` finite (None ignored)?"""
@@ -149,15 +165,17 @@ class LossScaleOptimizer(Optimizer):
     _graph.require_graph("LossScaleOptimizer.compute_gradients")
     if callable(loss):
       loss = loss()
-    loss_scale = self._manager.get_loss_scale()
+    loss_scale = self._manager.get_loss_scale()  # One read for both ways.
+    scaled_loss = self._scale(loss, loss_scale)
+    misuse.warn_if_bfloat16_only(scaled_loss)
     grads_and_vars = self._opt.compute_gradients(
-        grad_lib.scale_loss(loss, loss_scale),
+        scaled_loss,
         var_list=var_list,
         gate_gradients=gate_gradients,
         aggregation_method=aggregation_method,
         colocate_gradients_with_ops=colocate_gradients_with_ops,
         grad_loss=grad_loss)
-    grads = grad_lib.unscale([g for g, _ in grads_and_vars], loss_scale)
+    grads = self._unscale([g for g, _ in grads_and_vars], loss_scale)
     return list(zip(grads, [v for _, v in grads_and_vars]))
 
   def apply_gradients(self, grads_and_vars, global_step=None,
@@ -183,9 +201,8 @@ class LossScaleOptimizer(Optimizer):
       ValueError: If `grads_and_vars` is empty.
     """
     _graph.require_graph("LossScaleOptimizer.apply_gradients")
-    grads_and_vars = tuple(grads_and_vars)
-    if not grads_and_vars:
-      raise ValueError("`grads_and_vars` is empty: no variables provided.")
+    grads_and_vars = misuse.check_grads_and_vars(grads_and_vars)
+    misuse.check_unscaled(grads_and_vars)
     if tf.distribute.has_strategy() and tf.distribute.in_cross_replica_context():
       raise RuntimeError(
           "LossScaleOptimizer.apply_gradients must be called in replica "
@@ -195,29 +212,9 @@ class LossScaleOptimizer(Optimizer):
         self._apply_cross_replica, args=(grads_and_vars, global_step, name))
 
   def _apply_cross_replica(self, strategy, grads_and_vars, global_step, name):
-    name = name or self.get_name()
-    train_ops = tf.compat.v1.get_collection_ref(
-        tf.compat.v1.GraphKeys.TRAIN_OP)
-    train_ops_before = list(train_ops)
-
-    def apply_on_replicas():
-      updates = strategy.extended.call_for_each_replica(
-          self._opt.apply_gradients,
-          args=(grads_and_vars, global_step, name + "-wrapped"))
-      return strategy.group(updates)
-
-    if self._manager.skips_nonfinite_steps:
-      finite = managers.all_finite_in_sync(g for g, _ in grads_and_vars)
-      applied = tf.cond(finite, apply_on_replicas, tf.no_op)
-    else:
-      finite = tf.constant(True)
-      applied = apply_on_replicas()
-    with tf.control_dependencies([applied]):
-      update = self._manager.update_loss_scale(finite)
-    train_op = tf.group(applied, update, name=name)
-    # The inner apply sits inside the cond; only the gated step is a train op.
-    train_ops[:] = train_ops_before + [train_op]
-    return train_op
+    return step.gated_step(strategy, self._opt, self._manager,
+                           self._skip_counter, grads_and_vars, global_step,
+                           name or self.get_name())
 
   def get_slot(self, var: tf.Variable, name: str) -> Optional[tf.Variable]:
     """Returns the inner optimizer's slot `name` for `var`."""
@@ -230,3 +227,4 @@ class LossScaleOptimizer(Optimizer):
   def variables(self) -> List[tf.Variable]:
     """Returns the inner optimizer's variables and the scale state."""
     return self._opt.variables() + self._manager.variables()
+
