@@ -40,6 +40,20 @@ def require_graph(api: str) -> tf.Graph:
     return tf.compat.v1.get_default_graph()
 
 
+def read_or_zero(variable: tf.Variable) -> tf.Tensor:
+  """Reads a LOCAL counter, or 0 if nothing ever initialized it.
+
+  LOCAL counters stay out of checkpoints so old checkpoints restore, but a
+  program that runs only `global_variables_initializer()` (or only
+  `Saver.restore`) never initializes them. Reading through this guard and then
+  assigning (which needs no initialization) keeps such programs working.
+  Build it only where it runs rarely (it adds a small `tf.cond`).
+  """
+  return tf.cond(tf.compat.v1.is_variable_initialized(variable),
+                 variable.read_value,
+                 lambda: tf.constant(0, variable.dtype.base_dtype))
+
+
 @dataclasses.dataclass(frozen=True)
 class VariableSpec:
   """One scalar state variable.
@@ -51,7 +65,8 @@ class VariableSpec:
     initial_value: Python number it starts from.
     checkpointed: True puts it in GLOBAL_VARIABLES (saved by a default Saver);
       False puts it in LOCAL_VARIABLES, so checkpoints written before it
-      existed still restore with a plain Saver.
+      existed still restore with a plain Saver; read such a counter with
+      `read_or_zero`.
   """
   name: str
   dtype: tf.DType

@@ -1,0 +1,123 @@
+"""Skip signals: was this step applied, how many were skipped, what is S?
+
+`LossScaleOptimizer.apply_gradients` publishes three tensors in graph
+collections, so code that did not build the optimizer (an Estimator hook, a
+`MonitoredTrainingSession` loop) can still find them:
+
+* `step_applied()`: scalar bool, True when this step's update was applied.
+  Fetch it in the same `sess.run` as the train op.
+* `skipped_steps()`: scalar int64, steps skipped since the session started.
+  It is a LOCAL variable, not a GLOBAL one: checkpoints written before it
+  existed (contrib's, TF's) restore with a plain Saver, and it is not saved.
+  `global_step` already counts the applied steps across restarts. Like
+  `global_step`, when fetched in the same `sess.run` as the train op it may
+  show the count before or after that step.
+* `loss_scale()`: the scale the step used.
+
+`add_summaries()` writes the scale and the skip count to TensorBoard.
+"""
+
+from typing import Optional
+
+import tensorflow as tf
+
+from managers import _graph
+
+STEP_APPLIED = "mp_optimizer_step_applied"
+SKIPPED_STEPS = "mp_optimizer_skipped_steps"
+LOSS_SCALE = "mp_optimizer_loss_scale"
+
+
+class SkipCounter:
+  """The LOCAL int64 `skipped_steps` variable of one optimizer, per graph.
+
+  Only a skipped step touches it (from the false branch of the step's
+  `tf.cond`), so a finite step pays nothing for the count.
+  """
+
+  def __init__(self, owner):
+    self._state = _graph.PerGraphVariables(owner, [_graph.VariableSpec(
+        "skipped_steps", tf.int64, 0, checkpointed=False)])
+
+  def _variable(self) -> tf.Variable:
+    return self._state.get("LossScaleOptimizer.apply_gradients")[
+        "skipped_steps"]
+
+  def add_one(self) -> tf.Operation:
+    """Returns an op that adds one skipped step (initializing if needed)."""
+    counter = self._variable()
+    return counter.assign(_graph.read_or_zero(counter) + 1, read_value=False)
+
+  def total(self) -> tf.Tensor:
+    """Returns the count, read when fetched (0 before any skip)."""
+    return tf.identity(_graph.read_or_zero(self._variable()),
+                       name="skipped_steps_total")
+
+
+def record(step_applied: tf.Tensor, skipped: tf.Tensor,
+           scale: tf.Tensor) -> None:
+  """Publishes one train op's signals in the current graph's collections."""
+  tf.compat.v1.add_to_collection(STEP_APPLIED, step_applied)
+  tf.compat.v1.add_to_collection(SKIPPED_STEPS, skipped)
+  tf.compat.v1.add_to_collection(LOSS_SCALE, scale)
+
+
+def _latest(key: str, graph: Optional[tf.Graph]) -> tf.Tensor:
+  graph = graph or tf.compat.v1.get_default_graph()
+  found = graph.get_collection(key)
+  if not found:
+    raise ValueError(
+        f"This graph has no `{key}` tensor yet: build the train op with "
+        "LossScaleOptimizer.apply_gradients (or minimize) in this graph "
+        "first.")
+  return found[-1]
+
+
+def step_applied(graph: Optional[tf.Graph] = None) -> tf.Tensor:
+  """Returns the bool tensor: was the newest train op's update applied?
+
+  Args:
+    graph: The graph to look in; default the current default graph.
+
+  Raises:
+    ValueError: If no `LossScaleOptimizer` train op was built in it.
+  """
+  return _latest(STEP_APPLIED, graph)
+
+
+def skipped_steps(graph: Optional[tf.Graph] = None) -> tf.Tensor:
+  """Returns the int64 count of skipped steps since the session started.
+
+  Raises:
+    ValueError: If no `LossScaleOptimizer` train op was built in the graph.
+  """
+  return _latest(SKIPPED_STEPS, graph)
+
+
+def loss_scale(graph: Optional[tf.Graph] = None) -> tf.Tensor:
+  """Returns the loss scale the newest train op used.
+
+  Raises:
+    ValueError: If no `LossScaleOptimizer` train op was built in the graph.
+  """
+  return _latest(LOSS_SCALE, graph)
+
+
+def add_summaries(graph: Optional[tf.Graph] = None) -> tf.Tensor:
+  """Adds `loss_scale` and `skipped_steps` scalar summaries.
+
+  They join the SUMMARIES collection, which Estimator,
+  `MonitoredTrainingSession(summary_dir=...)` and `tf.compat.v1.summary.
+  merge_all()` write to TensorBoard.
+
+  Returns:
+    The merged summary of the two.
+
+  Raises:
+    ValueError: If no `LossScaleOptimizer` train op was built in the graph.
+  """
+  graph = graph or tf.compat.v1.get_default_graph()
+  with graph.as_default():
+    return tf.compat.v1.summary.merge([
+        tf.compat.v1.summary.scalar("loss_scale", loss_scale(graph)),
+        tf.compat.v1.summary.scalar("skipped_steps", skipped_steps(graph))])
