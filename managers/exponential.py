@@ -13,6 +13,7 @@ from managers import _validation
 from managers import base
 
 HYSTERESIS_MODES = ("contrib", "consecutive", "sticky")
+_FLOOR_STREAK = "nonfinite_steps_at_min_scale"
 
 
 class ExponentialUpdateLossScaleManager(base.LossScaleManager):
@@ -71,6 +72,11 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
     max_loss_scale: Keyword-only ceiling, None (only float32's range) or a
       finite number >= `init_loss_scale`.
     hysteresis: Keyword-only, one of "contrib", "consecutive", "sticky".
+    fail_at_floor_after: Keyword-only, None (default) or a positive int N:
+      after N non-finite steps in a row at `min_loss_scale`, the step fails
+      with `tf.errors.InvalidArgumentError` saying what to look for, instead
+      of skipping steps forever. Counted in a LOCAL variable
+      `nonfinite_steps_at_min_scale` (not checkpointed).
 
   Raises:
     TypeError: If a number is not a Python int/float (bools rejected), or a
@@ -96,7 +102,8 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
                *,
                min_loss_scale: float = 1,
                max_loss_scale: Optional[float] = None,
-               hysteresis: str = "contrib"):
+               hysteresis: str = "contrib",
+               fail_at_floor_after: Optional[int] = None):
     check, arg = _validation, self._ARG_NAMES
     self._min = check.check_greater("min_loss_scale", min_loss_scale, 0.0)
     self._max = (None if max_loss_scale is None else
@@ -115,6 +122,8 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
     self._decr_ratio = check.check_open_unit("decr_ratio", decr_ratio)
     self._hysteresis = check.check_choice("hysteresis", hysteresis,
                                           HYSTERESIS_MODES)
+    self._fail_after = check.check_optional_positive_int(
+        "fail_at_floor_after", fail_at_floor_after)
     # TF2's face divides by its multiplier, as TF does, so that multipliers
     # that are not powers of two give TF's numbers bit for bit.
     self._decr_divisor = None
@@ -123,6 +132,9 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
     if self._BAD_STEPS_NAME is not None:
       specs.append(_graph.VariableSpec(self._BAD_STEPS_NAME,
                                        self._COUNTER_DTYPE, 0))
+    if self._fail_after is not None:  # Not checkpointed: old files restore.
+      specs.append(_graph.VariableSpec(_FLOOR_STREAK, tf.int32, 0,
+                                       checkpointed=False))
     self._state = _graph.PerGraphVariables(self, specs)
 
   init_loss_scale = property(lambda self: self._init)
@@ -167,15 +179,46 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
     good_var = state[self._GOOD_STEPS_NAME]
     bad_var = state.get(self._BAD_STEPS_NAME)
     with tf.name_scope("loss_scale_update"):
+      current = scale_var.read_value()
       scale, good, bad = self._next_state(
-          scale_var.read_value(), good_var.read_value(),
+          current, good_var.read_value(),
           tf.constant(0, self._COUNTER_DTYPE) if bad_var is None
           else bad_var.read_value(), finite_grads)
       updates = [scale_var.assign(scale, read_value=False),
                  good_var.assign(good, read_value=False)]
       if bad_var is not None:
         updates.append(bad_var.assign(bad, read_value=False))
+      if self._fail_after is not None:
+        updates.append(self._floor_guard(state[_FLOOR_STREAK], current,
+                                         finite_grads))
       return tf.group(*updates)
+
+  def _floor_guard(self, streak_var, scale, finite):
+    """Fails the step once the floor has not stopped N overflows in a row.
+
+    A finite step, or one above the floor, just zeroes the streak. Only a
+    non-finite step at the floor reads it, and the check rides on
+    `tf.debugging.check_numerics` of a value that is NaN only at the limit,
+    so no normal step waits on the host.
+    """
+    def count():
+      streak = _graph.read_or_zero(streak_var) + 1
+      verdict = tf.debugging.check_numerics(
+          tf.where(streak >= self._fail_after, float("nan"), 0.0),
+          f"The loss scale has been at its minimum ({self._min:g}) for "
+          f"{self._fail_after} steps in a row and the gradients are still "
+          "NaN or Inf, so loss scaling cannot be the cause and every step is "
+          "being skipped. Look for the non-finite value in the model itself: "
+          "the inputs (NaN in the data), a too-high learning rate, "
+          "log/sqrt/division of zero, or float16 overflow in the forward "
+          "pass (values above 65504). (Raised because fail_at_floor_after="
+          f"{self._fail_after}.)")
+      with tf.control_dependencies([verdict]):
+        return streak_var.assign(streak, read_value=False)
+
+    stuck = tf.logical_and(tf.logical_not(finite), scale <= self._min)
+    return tf.cond(stuck, count,
+                   lambda: streak_var.assign(0, read_value=False))
 
   def _next_state(self, scale, good, bad, finite):
     """The transition of the class docstring, as pure tensor arithmetic."""

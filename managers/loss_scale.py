@@ -118,6 +118,8 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
     multiplier: Growth factor, and divisor on overflow; > 1.
     min_loss_scale: Keyword-only floor (default 1).
     max_loss_scale: Keyword-only ceiling (default None).
+    fail_at_floor_after: Keyword-only; as for
+      `ExponentialUpdateLossScaleManager`.
     initial_scale: Keyword-only alias of `initial_loss_scale`.
     dynamic_growth_steps: Keyword-only alias of `increment_period`.
 
@@ -142,6 +144,7 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
                *,
                min_loss_scale: float = 1,
                max_loss_scale: Optional[float] = None,
+               fail_at_floor_after: Optional[int] = None,
                initial_scale: Optional[float] = None,
                dynamic_growth_steps: Optional[int] = None):
     initial_loss_scale = _alias("initial_loss_scale", initial_loss_scale,
@@ -152,7 +155,8 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
     super().__init__(initial_loss_scale, increment_period,
                      decr_every_n_nan_or_inf=1, incr_ratio=multiplier,
                      decr_ratio=1.0 / multiplier, min_loss_scale=min_loss_scale,
-                     max_loss_scale=max_loss_scale)
+                     max_loss_scale=max_loss_scale,
+                     fail_at_floor_after=fail_at_floor_after)
     self._decr_divisor = multiplier
 
   initial_loss_scale = property(lambda self: self._init)
@@ -164,7 +168,8 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
             "increment_period": self._incr_every,
             "multiplier": self._incr_ratio,
             "min_loss_scale": self._min,
-            "max_loss_scale": self._max}
+            "max_loss_scale": self._max,
+            "fail_at_floor_after": self._fail_after}
 
   def __repr__(self) -> str:
     return (f"DynamicLossScale(initial_loss_scale={self._init:g}, "
