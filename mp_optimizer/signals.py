@@ -104,7 +104,7 @@ def loss_scale(graph: Optional[tf.Graph] = None) -> tf.Tensor:
 
 
 def add_summaries(graph: Optional[tf.Graph] = None) -> tf.Tensor:
-  """Adds `loss_scale` and `skipped_steps` scalar summaries.
+  """Adds the scalar summaries `mp_optimizer/loss_scale` and `.../skipped_steps`.
 
   They join the SUMMARIES collection, which Estimator,
   `MonitoredTrainingSession(summary_dir=...)` and `tf.compat.v1.summary.
@@ -117,7 +117,7 @@ def add_summaries(graph: Optional[tf.Graph] = None) -> tf.Tensor:
     ValueError: If no `LossScaleOptimizer` train op was built in the graph.
   """
   graph = graph or tf.compat.v1.get_default_graph()
-  with graph.as_default():
+  with graph.as_default(), tf.name_scope("mp_optimizer"):
     return tf.compat.v1.summary.merge([
         tf.compat.v1.summary.scalar("loss_scale", loss_scale(graph)),
         tf.compat.v1.summary.scalar("skipped_steps", skipped_steps(graph))])

@@ -12,6 +12,10 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
   config.addinivalue_line("markers", "soak: long-running soak test (make soak)")
+  # absltest helpers such as create_tempdir() read absl flags, which pytest
+  # never parses; their defaults are what the tests want.
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  flags.FLAGS.mark_as_parsed()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,0 +1,74 @@
+"""`LossScaleHook`: the loss scale and skip rate in the training log."""
+
+from typing import Optional, Tuple
+
+import tensorflow as tf
+
+from managers import _validation
+from mp_optimizer import signals
+
+
+class LossScaleHook(tf.compat.v1.train.SessionRunHook):
+  """Logs the loss scale and the share of skipped steps every N steps.
+
+  Works with `tf.compat.v1.train.MonitoredTrainingSession(hooks=[...])` and
+  `Estimator.train(hooks=[...])` (or `EstimatorSpec(training_hooks=[...])`).
+  It finds the tensors through `mp_optimizer.signals`, so the train op must be
+  built before the session starts. Between reports it adds nothing to a step;
+  after a reporting step it reads two scalars in a separate small run, so the
+  numbers are exact (not racing the step). The loss scale shown is the one the
+  next step will use.
+
+  A line reads: `loss scale 32768 at step 1200; 3 of the last 100 steps
+  skipped (3.0%), 17 since the session started`.
+
+  Example:
+
+  ```python
+  with tf.compat.v1.train.MonitoredTrainingSession(
+      hooks=[mp_optimizer.LossScaleHook(every_n_steps=100)]) as sess:
+    while not sess.should_stop():
+      sess.run(train_op)
+  ```
+
+  Args:
+    every_n_steps: Positive int: how often to report.
+
+  Attributes:
+    latest: `(step, loss scale, share of skipped steps)` of the newest report,
+      or None before the first.
+
+  Raises:
+    TypeError, ValueError: If `every_n_steps` is not a positive int.
+  """
+
+  def __init__(self, every_n_steps: int = 100):
+    self._every = _validation.check_positive_int("every_n_steps", every_n_steps)
+    self._fetches = None
+    self._steps = 0
+    self._last = None
+    self.latest: Optional[Tuple[int, float, float]] = None
+
+  def begin(self) -> None:
+    self._fetches = {"scale": signals.loss_scale(),
+                     "skipped": signals.skipped_steps()}
+
+  def after_create_session(self, session, coord) -> None:
+    del coord  # Unused.
+    self._steps = 0
+    self._last = (0, session.run(self._fetches["skipped"]))
+
+  def after_run(self, run_context, run_values) -> None:
+    del run_values  # Unused: the values are read after the step instead.
+    self._steps += 1
+    if self._steps % self._every:
+      return
+    values = run_context.session.run(self._fetches)
+    scale, skipped = float(values["scale"]), int(values["skipped"])
+    steps, newly = self._steps - self._last[0], skipped - self._last[1]
+    self.latest = (self._steps, scale, newly / steps)
+    self._last = (self._steps, skipped)
+    tf.compat.v1.logging.info(
+        "loss scale %g at step %d; %d of the last %d steps skipped (%.1f%%), "
+        "%d since the session started", scale, self._steps, newly, steps,
+        100.0 * newly / steps, skipped)
