@@ -115,9 +115,6 @@ def _prefixes(dotted: str):
 PARENT_MODULES: FrozenSet[str] = frozenset(
     p for m in MODULE_FAMILY for p in _prefixes(m)) - frozenset(MODULE_FAMILY)
 
-LEAF_NAMES: FrozenSet[str] = frozenset(
-    name.rsplit(".", 1)[1] for name in LEGACY_NAMES)
-
 
 def family_of_module(dotted: str) -> Optional[str]:
   """Returns CONTRIB or TF if `dotted` is a legacy module, else None."""

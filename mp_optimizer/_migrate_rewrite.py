@@ -8,7 +8,7 @@ becomes `managers.X` / `mp_optimizer.X`; a bare name bound by an import is
 left to the import pass. What cannot be converted safely becomes a `Finding`.
 """
 
-from typing import Dict, List, Optional, Set
+from typing import Callable, Dict, List, Optional, Set
 
 import libcst as cst
 from libcst import helpers
@@ -62,11 +62,14 @@ class NamePass(cst.CSTTransformer):
   def _parent(self, node: cst.CSTNode) -> cst.CSTNode:
     return self.get_metadata(metadata.ParentNodeProvider, node)
 
+  def _paths(self, node: cst.CSTNode) -> List[str]:
+    """The imported dotted paths `node` may refer to."""
+    paths = sorted(q.name for q in self._names(node) if q.source == _IMPORT)
+    return paths or self._through_alias(node)
+
   def _qualified(self, node: cst.CSTNode) -> Optional[str]:
     """The legacy path `node` refers to, if it refers to one."""
-    found = self._names(node)
-    paths = sorted(q.name for q in found if q.source == _IMPORT)
-    paths = paths or self._through_alias(node, found)
+    paths = self._paths(node)
     for test in (names.LEGACY_NAMES.__contains__, names.family_of_module,
                  names.is_contrib_path):
       for path in paths:
@@ -74,7 +77,7 @@ class NamePass(cst.CSTTransformer):
           return path
     return None
 
-  def _through_alias(self, node: cst.CSTNode, found) -> List[str]:
+  def _through_alias(self, node: cst.CSTNode) -> List[str]:
     """Resolves `v1.x.y` in a module that did `v1 = tf.compat.v1` once."""
     head = node
     while isinstance(head, cst.Attribute):
@@ -116,7 +119,7 @@ class NamePass(cst.CSTTransformer):
   # Module, imports, classes ------------------------------------------------
 
   def visit_Module(self, node: cst.Module) -> None:
-    aliases = _Aliases(self)
+    aliases = _Aliases(self._names)
     node.visit(aliases)
     self._aliases = aliases.paths()
 
@@ -262,10 +265,8 @@ class NamePass(cst.CSTTransformer):
         original.args[0].value):
       return updated
     owner, attribute = original.args[0].value, original.args[1].value
-    path = self._qualified(owner)
-    if path is None:
-      return updated
-    if isinstance(attribute, cst.SimpleString):
+    path = (self._paths(owner) or [""])[0]
+    if isinstance(attribute, cst.SimpleString):  # `getattr(tf.x, "Name")`
       full = f"{path}.{attribute.evaluated_value}"
       target = names.LEGACY_NAMES.get(full)
       if target is not None and len(original.args) == 2:
@@ -276,15 +277,14 @@ class NamePass(cst.CSTTransformer):
       if names.family_of_module(full) or names.is_contrib_parent(full):
         self._report(original, f"getattr reaches `{full}` dynamically: "
                      "write the attribute out, then run again")
-      return updated
-    if names.family_of_module(path) == names.CONTRIB:
+    elif names.family_of_module(path) == names.CONTRIB:
       if isinstance(owner, cst.Attribute):  # `getattr(tf.contrib.mp, name)`
         first = updated.args[0].with_changes(
             value=self._ref("mp_optimizer", "contrib"))
         return updated.with_changes(args=[first, *updated.args[1:]])
-      return updated
-    self._report(original, f"dynamic getattr on `{path}`: the codemod cannot "
-                 f"tell which name is meant; {_BY_HAND}")
+    elif names.family_of_module(path) or names.is_contrib_parent(path):
+      self._report(original, f"dynamic getattr on `{path}`: the codemod "
+                   f"cannot tell which name is meant; {_BY_HAND}")
     return updated
 
   def _check_other(self, node) -> None:
@@ -323,9 +323,9 @@ class NamePass(cst.CSTTransformer):
 class _Aliases(cst.CSTVisitor):
   """Module-level names bound once to a TensorFlow module: `v1 = tf.compat.v1`."""
 
-  def __init__(self, owner: NamePass):
+  def __init__(self, qualified_names: Callable[[cst.CSTNode], Set]):
     super().__init__()
-    self._owner = owner
+    self._qualified_names = qualified_names
     self._found: Dict[str, List[Optional[str]]] = {}
 
   def visit_FunctionDef(self, node) -> bool:
@@ -337,7 +337,7 @@ class _Aliases(cst.CSTVisitor):
   def visit_Assign(self, node: cst.Assign) -> None:
     found = set()
     if isinstance(node.value, (cst.Name, cst.Attribute)):
-      found = self._owner._names(node.value)  # pylint: disable=protected-access
+      found = self._qualified_names(node.value)
     tf_paths = [q.name for q in found if q.source == _IMPORT and
                 q.name.split(".")[0] == "tensorflow"]
     path = tf_paths[0] if len(tf_paths) == 1 and len(node.targets) == 1 else None

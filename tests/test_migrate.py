@@ -151,8 +151,10 @@ FORMS = [
      "opt = enable_mixed_precision_graph_rewrite_v1(opt, "
      "managers.DynamicLossScale())\n"),
     ("getattr_with_a_literal",
-     TF + "\ns = getattr(tf.train.experimental, 'DynamicLossScale')(2**10)\n",
-     TF + "import managers\n\ns = managers.DynamicLossScale(2**10)\n"),
+     TF + "\ns = getattr(tf.train.experimental, 'DynamicLossScale')(2**10)\n"
+     "mp = getattr(tf.contrib, 'mixed_precision')\n",
+     TF_MP + "\ns = managers.DynamicLossScale(2**10)\n"
+     "mp = mp_optimizer.contrib\n"),
     ("package_name_taken",
      TF + "\nmanagers = []\nmanagers.append(tf.train.experimental.FixedLossScale(8))\n",
      TF + "import managers as managers_lib\n\nmanagers = []\n"
@@ -177,10 +179,12 @@ FORMS = [
     ("unchanged_other_names",
      TF + "\nstate = tf.train.experimental.PythonState\n"
      "policy = tf.keras.mixed_precision.Policy('mixed_float16')\n"
-     "opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)\n",
+     "opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)\n"
+     "cls = getattr(tf.train, name + 'Optimizer')\n",
      TF + "\nstate = tf.train.experimental.PythonState\n"
      "policy = tf.keras.mixed_precision.Policy('mixed_float16')\n"
-     "opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)\n"),
+     "opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)\n"
+     "cls = getattr(tf.train, name + 'Optimizer')\n"),
 ]
 
 _SCALE_OPT = ("opt = tf.contrib.mixed_precision.LossScaleOptimizer("
@@ -190,6 +194,10 @@ FINDINGS = [
     ("dynamic_getattr", TF + "\ncls = getattr(tf.train.experimental, name)\n",
      [(3, "dynamic getattr on `tensorflow.train.experimental`")],
      "getattr(tf.train.experimental, name)"),
+    ("getattr_reaching_a_namespace",
+     TF + "\nmp = getattr(tf.compat.v1, 'mixed_precision')\n",
+     [(3, "getattr reaches `tensorflow.compat.v1.mixed_precision`")],
+     "getattr(tf.compat.v1, 'mixed_precision')"),
     ("namespace_as_value",
      TF + "\ndef module():\n  return tf.compat.v1.mixed_precision\n",
      [(4, "is used as a value")], "return tf.compat.v1.mixed_precision"),
