@@ -3,7 +3,8 @@
     mp-optimizer-migrate [--in-place] PATH...
     python -m mp_optimizer.migrate [--in-place] PATH...
 
-Each PATH is a Python file or a directory (searched for `*.py`). Every use of
+Each PATH is a Python file or a directory, searched for `*.py` (hidden
+directories, virtualenvs and site-packages are skipped). Every use of
 `tf.contrib.mixed_precision` and of TensorFlow's own `LossScale`,
 `MixedPrecisionLossScaleOptimizer` and graph-rewrite names is rewritten to
 `mp_optimizer`/`managers`, whatever alias `tensorflow` was imported under; the
@@ -35,6 +36,7 @@ from mp_optimizer import _migrate_rewrite as rewrite
 
 Finding = names.Finding
 _PACKAGES = ("mp_optimizer", "managers")
+_NOT_SEARCHED = ("__pycache__", "site-packages", "dist-packages")
 
 
 def convert(source: str) -> Tuple[str, List[Finding]]:
@@ -223,12 +225,17 @@ def _fix_commas(aliases, original):
 # Command line -----------------------------------------------------------------
 
 
+def _searched(root: str, directory: str) -> bool:
+  """Skips hidden and cache directories, virtualenvs and installed packages."""
+  return not (directory.startswith(".") or directory in _NOT_SEARCHED or
+              os.path.exists(os.path.join(root, directory, "pyvenv.cfg")))
+
+
 def _python_files(paths: Sequence[str], errors: List[str]) -> Iterator[str]:
   for path in paths:
     if os.path.isdir(path):
       for root, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs
-                         if not d.startswith(".") and d != "__pycache__")
+        dirs[:] = sorted(d for d in dirs if _searched(root, d))
         for name in sorted(files):
           if name.endswith(".py"):
             yield os.path.join(root, name)

@@ -366,15 +366,18 @@ class CommandLineTest(parameterized.TestCase):
     self.assertEqual((status, err), (2, f"{missing}: no such file or directory\n"))
     self.assertEqual(self.read(good), _CONVERTED)
 
-  def test_directories_are_searched_but_not_hidden_ones(self):
+  def test_directories_are_searched_but_not_hidden_or_installed_code(self):
     top = self.write("a.py", _LEGACY)
     nested = self.write("pkg/b.py", _LEGACY)
-    hidden = self.write(".venv/c.py", _LEGACY)
-    notes = self.write("pkg/notes.txt", _LEGACY)
+    untouched = [self.write(".git/c.py", _LEGACY),
+                 self.write("pkg/notes.txt", _LEGACY),
+                 self.write("env/lib/site-packages/tf.py", _LEGACY),
+                 self.write("venv/lib/d.py", _LEGACY)]
+    self.write("venv/pyvenv.cfg", "home = /usr/bin\n")
     status, out, _ = self.run_main("--in-place", self.dir)
     self.assertEqual((status, out), (0, f"rewrote {top}\nrewrote {nested}\n"))
-    self.assertEqual([self.read(p) for p in (top, nested, hidden, notes)],
-                     [_CONVERTED, _CONVERTED, _LEGACY, _LEGACY])
+    self.assertEqual([self.read(p) for p in [top, nested] + untouched],
+                     [_CONVERTED] * 2 + [_LEGACY] * 4)
 
   def test_encoding_and_line_endings_are_kept(self):
     legacy = "# -*- coding: latin-1 -*-\n# r\xe9sum\xe9\n" + _LEGACY
