@@ -50,7 +50,7 @@ class NamePass(cst.CSTTransformer):
     self._saw_legacy = self._converted_tf = False
     self._keras_line: Optional[int] = None
 
-  # Metadata helpers ----------------------------------------------------------
+  # Metadata lookups --------------------------------------------------------
 
   def _report(self, node: cst.CSTNode, reason: str, to=None) -> None:
     line = self.get_metadata(metadata.PositionProvider, node).start.line
