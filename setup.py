@@ -25,7 +25,13 @@ setuptools.setup(
     packages=setuptools.find_packages(
         include=["mp_optimizer", "mp_optimizer.*", "managers", "managers.*"]),
     python_requires=">=3.9",
-    install_requires=[],
+    # libcst: the concrete syntax tree behind `mp-optimizer-migrate`.
+    install_requires=["libcst>=1.1,<2"],
+    entry_points={
+        "console_scripts": [
+            "mp-optimizer-migrate = mp_optimizer.migrate:main",
+        ],
+    },
     extras_require={
         "tensorflow": [f"tensorflow{_TF_RANGE}"],
         "tensorflow-cpu": [f"tensorflow-cpu{_TF_RANGE}"],

@@ -1,0 +1,194 @@
+"""What `mp_optimizer.migrate` knows: the legacy names and their replacements.
+
+Legacy code reached TensorFlow's mixed-precision API through many doors: the
+`tf.contrib.mixed_precision` module (and its two private modules), TF 1.14+'s
+`tf.train.experimental` and `tf.compat.v1.mixed_precision(.experimental)`
+exports, TF 2.1-2.3's `tf.mixed_precision.experimental`, each under
+`tensorflow`, `tensorflow.compat.v1` or `tensorflow.compat.v2`. Every such
+path is spelled out here as a fully qualified name, the form libcst's
+`QualifiedNameProvider` resolves an expression to, whatever alias the file
+imported `tensorflow` under.
+"""
+
+import dataclasses
+from typing import Dict, FrozenSet, Optional
+
+import libcst as cst
+
+CONTRIB = "contrib"
+TF = "tf"
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+  """Something a human has to look at: `line` of the input and why."""
+  line: int
+  reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+  """Where a legacy name goes.
+
+  Attributes:
+    package: "mp_optimizer" or "managers".
+    name: The public name in that package.
+    family: CONTRIB for `tf.contrib.mixed_precision` names, TF for TensorFlow's
+      own `LossScale`/`MixedPrecisionLossScaleOptimizer`/graph-rewrite names.
+  """
+  package: str
+  name: str
+  family: str
+
+
+_CONTRIB_TARGETS = {
+    "LossScaleManager": "managers",
+    "FixedLossScaleManager": "managers",
+    "ExponentialUpdateLossScaleManager": "managers",
+    "LossScaleOptimizer": "mp_optimizer",
+}
+_TF_TARGETS = {
+    "LossScale": "managers",
+    "FixedLossScale": "managers",
+    "DynamicLossScale": "managers",
+    "MixedPrecisionLossScaleOptimizer": "mp_optimizer",
+    "enable_mixed_precision_graph_rewrite": "mp_optimizer",
+    "disable_mixed_precision_graph_rewrite": "mp_optimizer",
+}
+_MANAGER_NAMES = ("LossScaleManager", "FixedLossScaleManager",
+                  "ExponentialUpdateLossScaleManager")
+
+_CONTRIB_MODULES = tuple(
+    f"{root}.contrib.mixed_precision"
+    for root in ("tensorflow", "tensorflow.compat.v1"))
+_TF_MODULES = tuple(
+    f"{root}.{module}"
+    for root in ("tensorflow", "tensorflow.compat.v1", "tensorflow.compat.v2")
+    for module in ("train.experimental", "mixed_precision",
+                   "mixed_precision.experimental"))
+_TF_PRIVATE = "tensorflow.python.training.experimental"
+
+
+def _build_names() -> Dict[str, Target]:
+  names = {}
+  for module in _CONTRIB_MODULES:
+    for name, package in _CONTRIB_TARGETS.items():
+      names[f"{module}.{name}"] = Target(package, name, CONTRIB)
+    for name in _MANAGER_NAMES:
+      names[f"{module}.python.loss_scale_manager.{name}"] = Target(
+          "managers", name, CONTRIB)
+    names[f"{module}.python.loss_scale_optimizer.LossScaleOptimizer"] = Target(
+        "mp_optimizer", "LossScaleOptimizer", CONTRIB)
+  for module in _TF_MODULES:
+    for name, package in _TF_TARGETS.items():
+      names[f"{module}.{name}"] = Target(package, name, TF)
+  for name in ("LossScale", "FixedLossScale", "DynamicLossScale"):
+    names[f"{_TF_PRIVATE}.loss_scale.{name}"] = Target("managers", name, TF)
+  names[f"{_TF_PRIVATE}.loss_scale_optimizer.MixedPrecisionLossScaleOptimizer"] = (
+      Target("mp_optimizer", "MixedPrecisionLossScaleOptimizer", TF))
+  for name in ("enable_mixed_precision_graph_rewrite",
+               "disable_mixed_precision_graph_rewrite"):
+    names[f"{_TF_PRIVATE}.mixed_precision.{name}_v1"] = Target(
+        "mp_optimizer", name, TF)
+  return names
+
+
+LEGACY_NAMES: Dict[str, Target] = _build_names()
+
+# Modules whose every public member is a legacy name. The contrib ones map, as
+# a whole, onto `mp_optimizer.contrib` (a superset of each of them).
+MODULE_FAMILY: Dict[str, str] = {
+    name.rsplit(".", 1)[0]: target.family
+    for name, target in LEGACY_NAMES.items()}
+CONTRIB_MODULES: FrozenSet[str] = frozenset(
+    m for m, family in MODULE_FAMILY.items() if family == CONTRIB)
+
+
+def _prefixes(dotted: str):
+  parts = dotted.split(".")
+  return {".".join(parts[:i]) for i in range(1, len(parts))}
+
+
+# Packages on the way to a legacy module (`tensorflow`, `tensorflow.contrib`,
+# `tensorflow.compat.v1.train`, ...): a star import from one of them hides
+# which legacy names a file uses.
+PARENT_MODULES: FrozenSet[str] = frozenset(
+    p for m in MODULE_FAMILY for p in _prefixes(m)) - frozenset(MODULE_FAMILY)
+
+
+def family_of_module(dotted: str) -> Optional[str]:
+  """Returns CONTRIB or TF if `dotted` is a legacy module, else None."""
+  return MODULE_FAMILY.get(dotted)
+
+
+def is_contrib_path(dotted: str) -> bool:
+  """True for a contrib module or anything under one."""
+  return any(dotted == m or dotted.startswith(m + ".")
+             for m in _CONTRIB_MODULES)
+
+
+def is_contrib_parent(dotted: str) -> bool:
+  """True for `tensorflow.contrib.mixed_precision.python` and its like."""
+  return dotted in PARENT_MODULES and is_contrib_path(dotted)
+
+
+def is_member_of_contrib(path: str) -> bool:
+  """True for `tf.contrib.mixed_precision.<a name it never had>`."""
+  parent = path.rpartition(".")[0]
+  return ((parent in CONTRIB_MODULES or is_contrib_parent(parent))
+          and path not in LEGACY_NAMES and family_of_module(path) is None
+          and not is_contrib_parent(path))
+
+
+def code(node: cst.CSTNode) -> str:
+  """The source text of `node`."""
+  return cst.Module([]).code_for_node(node)
+
+
+def argument(call: cst.Call, position: int,
+             keyword: str) -> Optional[cst.BaseExpression]:
+  """The expression `call` passes as `keyword` (or at `position`), if any."""
+  for index, arg in enumerate(call.args):
+    if arg.keyword is not None:
+      if arg.keyword.value == keyword:
+        return arg.value
+    elif index == position and not arg.star:
+      return arg.value
+  return None
+
+
+# Private members of the legacy classes, from TF 1.15's contrib sources and
+# TF 2.x's training/experimental sources. Our classes do not have them.
+# Names this specific are reported wherever they appear in a file that uses
+# the legacy API; the rest only on objects known to be legacy.
+DISTINCTIVE_PRIVATE: FrozenSet[str] = frozenset({
+    "_loss_scale_manager", "_down_scale", "_num_good_steps", "_num_bad_steps",
+    "_reset_stats", "_current_loss_scale", "_add_weight", "_loss_scale_value",
+    "_doing_dynamic_loss_scaling", "_unscale_grads", "_scale_grad",
+    "_distributed_apply", "_initial_loss_scale", "_increment_period",
+    "_incr_every_n_steps", "_decr_every_n_nan_or_inf",
+})
+LEGACY_PRIVATE: FrozenSet[str] = DISTINCTIVE_PRIVATE | frozenset({
+    "_opt", "_optimizer", "_loss_scale", "_weights", "_multiplier",
+    "_incr_ratio", "_decr_ratio", "_scale_loss", "_apply_gradients",
+})
+
+# Public replacements for the private members people reached for most.
+PRIVATE_HINTS: Dict[str, str] = {
+    "_loss_scale_manager": "`.loss_scale_manager`",
+    "_opt": "`.inner_optimizer`",
+    "_optimizer": "`.inner_optimizer`",
+    "_loss_scale": "`.get_loss_scale()` (or `.loss_scale_manager`)",
+    "_current_loss_scale": "`()` / `.get_loss_scale()`, or `.variables()`",
+    "_num_good_steps": "`.variables()`",
+    "_num_bad_steps": "`.variables()`",
+    "_weights": "`.variables()`",
+    "_loss_scale_value": "`.loss_scale_value`",
+    "_initial_loss_scale": "`.initial_loss_scale`",
+    "_increment_period": "`.increment_period`",
+    "_multiplier": "`.multiplier`",
+    "_incr_every_n_steps": "`.incr_every_n_steps`",
+    "_decr_every_n_nan_or_inf": "`.decr_every_n_nan_or_inf`",
+    "_incr_ratio": "`.incr_ratio`",
+    "_decr_ratio": "`.decr_ratio`",
+}

@@ -1,0 +1,401 @@
+"""mp-optimizer-migrate: each legacy form, what it reports, the command line.
+
+Expected outputs are written by hand from the rewrite rules: a dotted legacy
+name becomes `managers.X`/`mp_optimizer.X` with the import added after the
+file's last top-level import; a from-import is rewritten in place; a contrib
+module imported under a name becomes `mp_optimizer.contrib` under that name.
+The three legacy programs are converted and trained in
+tests/legacy/test_legacy_programs.py.
+"""
+
+import contextlib
+import io
+import os
+import pathlib
+import shutil
+import tempfile
+import warnings
+
+from absl.testing import parameterized
+
+from mp_optimizer import migrate
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+TF = "import tensorflow as tf\n"
+TF_MP = "import tensorflow as tf\nimport managers\nimport mp_optimizer\n"
+
+# name, legacy source, converted source. Every row converts with no finding.
+FORMS = [
+    ("contrib_attribute",
+     TF + "\nm = tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager("
+     "2**15, 2000)\nopt = tf.contrib.mixed_precision.LossScaleOptimizer(opt, m)\n",
+     TF_MP + "\nm = managers.ExponentialUpdateLossScaleManager(2**15, 2000)\n"
+     "opt = mp_optimizer.LossScaleOptimizer(opt, m)\n"),
+    ("contrib_under_compat_v1",
+     "import tensorflow.compat.v1 as tf\n\n"
+     "m = tf.contrib.mixed_precision.FixedLossScaleManager(128)\n",
+     "import tensorflow.compat.v1 as tf\nimport managers\n\n"
+     "m = managers.FixedLossScaleManager(128)\n"),
+    ("contrib_from_import_names",
+     "from tensorflow.contrib.mixed_precision import LossScaleOptimizer, "
+     "FixedLossScaleManager as Fixed\n\nopt = LossScaleOptimizer(opt, Fixed(8))\n",
+     "from mp_optimizer import LossScaleOptimizer\n"
+     "from managers import FixedLossScaleManager as Fixed\n\n"
+     "opt = LossScaleOptimizer(opt, Fixed(8))\n"),
+    ("contrib_from_import_parenthesized",
+     "from tensorflow.contrib.mixed_precision import (  # fp16\n"
+     "    ExponentialUpdateLossScaleManager,\n    FixedLossScaleManager,\n)\n",
+     "from managers import (  # fp16\n"
+     "    ExponentialUpdateLossScaleManager,\n    FixedLossScaleManager,\n)\n"),
+    ("contrib_module_alias",
+     "import tensorflow.contrib.mixed_precision as mp\n\n"
+     "opt = mp.LossScaleOptimizer(opt, mp.FixedLossScaleManager(8))\n",
+     "from mp_optimizer import contrib as mp\n\n"
+     "opt = mp.LossScaleOptimizer(opt, mp.FixedLossScaleManager(8))\n"),
+    ("contrib_from_tf_contrib",
+     "from tensorflow.contrib import mixed_precision\n\n"
+     "m = mixed_precision.FixedLossScaleManager(8)\n",
+     "from mp_optimizer import contrib as mixed_precision\n\n"
+     "m = mixed_precision.FixedLossScaleManager(8)\n"),
+    ("contrib_next_to_other_contrib_modules",
+     "from tensorflow.contrib import layers, mixed_precision as contrib_mp\n",
+     "from tensorflow.contrib import layers\n"
+     "from mp_optimizer import contrib as contrib_mp\n"),
+    ("contrib_plain_import",
+     "import tensorflow.contrib.mixed_precision\n\n"
+     "m = tensorflow.contrib.mixed_precision.FixedLossScaleManager(8)\n",
+     "import managers\n\nm = managers.FixedLossScaleManager(8)\n"),
+    ("contrib_private_module",
+     "from tensorflow.contrib.mixed_precision.python import "
+     "loss_scale_manager as lsm_lib\n\nm = lsm_lib.FixedLossScaleManager(8)\n",
+     "from mp_optimizer import contrib as lsm_lib\n\n"
+     "m = lsm_lib.FixedLossScaleManager(8)\n"),
+    ("contrib_star_import",
+     "from tensorflow.contrib.mixed_precision import *\n",
+     "from mp_optimizer.contrib import *\n"),
+    ("contrib_namespace_as_value",
+     TF + "\nmixed_precision = tf.contrib.mixed_precision\n"
+     "opt = mixed_precision.LossScaleOptimizer(opt, m)\n",
+     TF + "import mp_optimizer\n\nmixed_precision = mp_optimizer.contrib\n"
+     "opt = mixed_precision.LossScaleOptimizer(opt, m)\n"),
+    ("contrib_getattr",
+     TF + "\ncls = getattr(tf.contrib.mixed_precision, name)\n",
+     TF + "import mp_optimizer\n\ncls = getattr(mp_optimizer.contrib, name)\n"),
+    ("contrib_type_check",
+     TF + "\nok = isinstance(opt, tf.contrib.mixed_precision.LossScaleOptimizer)\n",
+     TF + "import mp_optimizer\n\n"
+     "ok = isinstance(opt, mp_optimizer.LossScaleOptimizer)\n"),
+    ("tf_train_experimental",
+     TF + "\ns = tf.train.experimental.DynamicLossScale(2**15, 1000)\n"
+     "f = tf.train.experimental.FixedLossScale(128)\n"
+     "base = tf.train.experimental.LossScale\n"
+     "o = tf.train.experimental.MixedPrecisionLossScaleOptimizer(opt, s)\n"
+     "o = tf.train.experimental.enable_mixed_precision_graph_rewrite(opt)\n"
+     "tf.train.experimental.disable_mixed_precision_graph_rewrite()\n",
+     TF_MP + "\ns = managers.DynamicLossScale(2**15, 1000)\n"
+     "f = managers.FixedLossScale(128)\nbase = managers.LossScale\n"
+     "o = mp_optimizer.MixedPrecisionLossScaleOptimizer(opt, s)\n"
+     "o = mp_optimizer.enable_mixed_precision_graph_rewrite(opt)\n"
+     "mp_optimizer.disable_mixed_precision_graph_rewrite()\n"),
+    ("tf_compat_v1_namespaces",
+     TF + "\na = tf.compat.v1.mixed_precision.DynamicLossScale()\n"
+     "b = tf.compat.v1.mixed_precision.experimental.FixedLossScale(8)\n"
+     "c = tf.compat.v1.train.experimental.LossScale\n"
+     "d = tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite\n",
+     TF_MP + "\na = managers.DynamicLossScale()\n"
+     "b = managers.FixedLossScale(8)\nc = managers.LossScale\n"
+     "d = mp_optimizer.enable_mixed_precision_graph_rewrite\n"),
+    ("tf_under_compat_v1_alias",
+     "import tensorflow.compat.v1 as tf\n\n"
+     "o = tf.mixed_precision.MixedPrecisionLossScaleOptimizer(\n"
+     "    opt, tf.mixed_precision.experimental.FixedLossScale(8))\n",
+     "import tensorflow.compat.v1 as tf\nimport managers\nimport mp_optimizer\n\n"
+     "o = mp_optimizer.MixedPrecisionLossScaleOptimizer(\n"
+     "    opt, managers.FixedLossScale(8))\n"),
+    ("tf_from_compat_import_v1",
+     "from tensorflow.compat import v1 as tf1\n\n"
+     "o = tf1.train.experimental.enable_mixed_precision_graph_rewrite(opt)\n",
+     "from tensorflow.compat import v1 as tf1\nimport mp_optimizer\n\n"
+     "o = mp_optimizer.enable_mixed_precision_graph_rewrite(opt)\n"),
+    ("tf2_mixed_precision_experimental",
+     TF + "\ns = tf.mixed_precision.experimental.DynamicLossScale()\n",
+     TF + "import managers\n\ns = managers.DynamicLossScale()\n"),
+    ("tf_from_import_names",
+     "from tensorflow.compat.v1.mixed_precision import DynamicLossScale, "
+     "MixedPrecisionLossScaleOptimizer as MPLSO\n\n"
+     "opt = MPLSO(opt, DynamicLossScale())\n",
+     "from managers import DynamicLossScale\n"
+     "from mp_optimizer import MixedPrecisionLossScaleOptimizer as MPLSO\n\n"
+     "opt = MPLSO(opt, DynamicLossScale())\n"),
+    ("tf_module_alias_no_longer_used",
+     "from tensorflow.compat.v1 import mixed_precision as tf_mp\n\n"
+     "s = tf_mp.DynamicLossScale()\n",
+     "import managers\n\ns = managers.DynamicLossScale()\n"),
+    ("tf_module_alias_still_used",
+     "from tensorflow.compat.v1.train import experimental\n\n"
+     "state = experimental.PythonState\ns = experimental.DynamicLossScale()\n",
+     "from tensorflow.compat.v1.train import experimental\nimport managers\n\n"
+     "state = experimental.PythonState\ns = managers.DynamicLossScale()\n"),
+    ("module_level_alias",
+     TF + "\nv1 = tf.compat.v1\ns = v1.mixed_precision.FixedLossScale(64)\n",
+     TF + "import managers\n\nv1 = tf.compat.v1\n"
+     "s = managers.FixedLossScale(64)\n"),
+    ("tf_private_modules",
+     "from tensorflow.python.training.experimental import loss_scale as ls\n"
+     "from tensorflow.python.training.experimental.mixed_precision import "
+     "enable_mixed_precision_graph_rewrite_v1\n\n"
+     "opt = enable_mixed_precision_graph_rewrite_v1(opt, ls.DynamicLossScale())\n",
+     "from mp_optimizer import enable_mixed_precision_graph_rewrite as "
+     "enable_mixed_precision_graph_rewrite_v1\nimport managers\n\n"
+     "opt = enable_mixed_precision_graph_rewrite_v1(opt, "
+     "managers.DynamicLossScale())\n"),
+    ("getattr_with_a_literal",
+     TF + "\ns = getattr(tf.train.experimental, 'DynamicLossScale')(2**10)\n"
+     "mp = getattr(tf.contrib, 'mixed_precision')\n",
+     TF_MP + "\ns = managers.DynamicLossScale(2**10)\n"
+     "mp = mp_optimizer.contrib\n"),
+    ("package_name_taken",
+     TF + "\nmanagers = []\nmanagers.append(tf.train.experimental.FixedLossScale(8))\n",
+     TF + "import managers as managers_lib\n\nmanagers = []\n"
+     "managers.append(managers_lib.FixedLossScale(8))\n"),
+    ("layout_and_comments_kept",
+     TF + "\nopt = tf.contrib.mixed_precision.LossScaleOptimizer(  # wrap\n"
+     "    opt,\n    # contrib defaults\n"
+     "    tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager(\n"
+     "        init_loss_scale=2**15,   # large\n"
+     "        incr_every_n_steps=2000))\n",
+     TF_MP + "\nopt = mp_optimizer.LossScaleOptimizer(  # wrap\n"
+     "    opt,\n    # contrib defaults\n"
+     "    managers.ExponentialUpdateLossScaleManager(\n"
+     "        init_loss_scale=2**15,   # large\n"
+     "        incr_every_n_steps=2000))\n"),
+    ("existing_import_reused",
+     TF + "import managers\n\nm = tf.contrib.mixed_precision.FixedLossScaleManager(8)\n",
+     TF + "import managers\n\nm = managers.FixedLossScaleManager(8)\n"),
+    ("unchanged_shadowed_tf",
+     "def build(tf):\n  return tf.train.experimental.DynamicLossScale()\n",
+     "def build(tf):\n  return tf.train.experimental.DynamicLossScale()\n"),
+    ("unchanged_other_names",
+     TF + "\nstate = tf.train.experimental.PythonState\n"
+     "policy = tf.keras.mixed_precision.Policy('mixed_float16')\n"
+     "opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)\n"
+     "cls = getattr(tf.train, name + 'Optimizer')\n",
+     TF + "\nstate = tf.train.experimental.PythonState\n"
+     "policy = tf.keras.mixed_precision.Policy('mixed_float16')\n"
+     "opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)\n"
+     "cls = getattr(tf.train, name + 'Optimizer')\n"),
+]
+
+_SCALE_OPT = ("opt = tf.contrib.mixed_precision.LossScaleOptimizer("
+              "opt, manager)\n")
+# name, legacy source, [(line, part of the reason)], text left as it was.
+FINDINGS = [
+    ("dynamic_getattr", TF + "\ncls = getattr(tf.train.experimental, name)\n",
+     [(3, "dynamic getattr on `tensorflow.train.experimental`")],
+     "getattr(tf.train.experimental, name)"),
+    ("getattr_reaching_a_namespace",
+     TF + "\nmp = getattr(tf.compat.v1, 'mixed_precision')\n",
+     [(3, "getattr reaches `tensorflow.compat.v1.mixed_precision`")],
+     "getattr(tf.compat.v1, 'mixed_precision')"),
+    ("namespace_as_value",
+     TF + "\ndef module():\n  return tf.compat.v1.mixed_precision\n",
+     [(4, "is used as a value")], "return tf.compat.v1.mixed_precision"),
+    ("star_import_of_tf_namespace",
+     "from tensorflow.compat.v1.mixed_precision import *\n",
+     [(1, "star import from `tensorflow.compat.v1.mixed_precision`")],
+     "import *"),
+    ("star_import_of_tensorflow", "from tensorflow import *\n",
+     [(1, "star import from `tensorflow`")], "import *"),
+    ("contrib_private_members",
+     TF + "\n" + _SCALE_OPT + "s = opt._loss_scale_manager.get_loss_scale()\n"
+     "inner = opt._opt\n",
+     [(4, "`opt._loss_scale_manager` is private"), (5, "`opt._opt` is private")],
+     "opt._loss_scale_manager"),
+    ("tf_loss_scale_private_members",
+     TF + "\ns = tf.train.experimental.DynamicLossScale()\n"
+     "v = s._current_loss_scale\nw = s._weights\n",
+     [(4, "`s._current_loss_scale` is private"), (5, "`s._weights` is private")],
+     "s._weights"),
+    ("variable_use_of_get_loss_scale",
+     TF + "\nm = tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager(8, 2)\n"
+     "reset = m.get_loss_scale().assign(8.0)\n",
+     [(4, "returned the scale variable")], ".assign(8.0)"),
+    ("tf_loss_scale_subclass",
+     TF + "\nclass Halving(tf.train.experimental.LossScale):\n"
+     "  def __call__(self):\n    return 1.0\n",
+     [(3, "subclass of `tf.train.experimental.LossScale`")],
+     "class Halving(managers.LossScale)"),
+    ("private_method_override",
+     TF + "\nclass Quiet(tf.contrib.mixed_precision.LossScaleOptimizer):\n\n"
+     "  def _down_scale(self, grads_and_vars, loss_scale):\n"
+     "    return grads_and_vars\n",
+     [(5, "`_down_scale` overrides a private method")], "def _down_scale"),
+    ("tf_type_check",
+     TF + "\nok = isinstance(s, tf.compat.v1.mixed_precision.DynamicLossScale)\n",
+     [(3, "now means managers.DynamicLossScale")],
+     "isinstance(s, managers.DynamicLossScale)"),
+    ("keras_argument",
+     TF + "\nopt = tf.keras.mixed_precision.experimental.LossScaleOptimizer(\n"
+     "    opt, tf.mixed_precision.experimental.DynamicLossScale())\n",
+     [(4, "is passed to a Keras API")],
+     "tf.mixed_precision.experimental.DynamicLossScale()"),
+    ("keras_optimizer_in_rewrite",
+     TF + "\nopt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
+     "    tf.keras.optimizers.SGD(0.1))\n",
+     [(3, "wraps a Keras optimizer")],
+     "tf.train.experimental.enable_mixed_precision_graph_rewrite("),
+    ("keras_in_the_same_file",
+     TF + "\ns = tf.train.experimental.DynamicLossScale()\n"
+     "tf.keras.mixed_precision.set_global_policy('mixed_float16')\n",
+     [(4, "this file also uses Keras mixed precision")],
+     "s = managers.DynamicLossScale()"),
+    ("unknown_contrib_member",
+     "from tensorflow.contrib.mixed_precision.python.loss_scale_optimizer "
+     "import gen_math_ops\n",
+     [(1, "is not part of tf.contrib.mixed_precision")], "gen_math_ops"),
+    ("module_path_in_a_string",
+     "import importlib\n\n"
+     "mp = importlib.import_module('tensorflow.contrib.mixed_precision')\n",
+     [(3, "names a legacy module")], "'tensorflow.contrib.mixed_precision'"),
+]
+
+
+class ConvertTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(*FORMS)
+  def test_converts_with_nothing_left(self, legacy, expected):
+    converted, findings = migrate.convert(legacy)
+    self.assertEqual(converted, expected)
+    self.assertEmpty(findings)
+
+  @parameterized.named_parameters(*FORMS)
+  def test_second_run_changes_nothing(self, legacy, expected):
+    del legacy
+    self.assertEqual(migrate.convert(expected), (expected, []))
+
+  @parameterized.named_parameters(*FINDINGS)
+  def test_reports_what_needs_a_human(self, legacy, expected, kept):
+    converted, findings = migrate.convert(legacy)
+    self.assertEqual([f.line for f in findings], [line for line, _ in expected])
+    for finding, (_, fragment) in zip(findings, expected):
+      self.assertIn(fragment, finding.reason)
+    self.assertIn(kept, converted)
+
+  def test_private_members_of_other_objects_are_not_reported(self):
+    source = ("class Model:\n  def __init__(self):\n    self._opt = 1\n"
+              "    self._loss_scale_manager = 2\n")
+    self.assertEqual(migrate.convert(source), (source, []))
+
+
+_LEGACY = TF + "\n" + _SCALE_OPT
+_CONVERTED = TF + "import mp_optimizer\n\n" + (
+    "opt = mp_optimizer.LossScaleOptimizer(opt, manager)\n")
+
+
+class CommandLineTest(parameterized.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.dir = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, self.dir)
+
+  def write(self, name, text, mode="w", **kwargs):
+    path = os.path.join(self.dir, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, mode, **kwargs) as f:
+      f.write(text)
+    return path
+
+  def read(self, path):
+    with open(path, newline="") as f:
+      return f.read()
+
+  def run_main(self, *argv):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+      status = migrate.main(list(argv))
+    return status, out.getvalue(), err.getvalue()
+
+  def test_prints_a_diff_and_leaves_the_file(self):
+    path = self.write("train.py", _LEGACY)
+    status, out, err = self.run_main(path)
+    self.assertEqual((status, err), (0, ""))
+    self.assertTrue(out.startswith(f"--- {path}\n+++ {path}\n@@ "), out)
+    self.assertIn("\n+import mp_optimizer\n", out)
+    self.assertIn("\n-" + _SCALE_OPT, out)
+    self.assertIn("\n+opt = mp_optimizer.LossScaleOptimizer(opt, manager)\n",
+                  out)
+    self.assertEqual(self.read(path), _LEGACY)
+
+  def test_in_place_then_nothing_left(self):
+    path = self.write("train.py", _LEGACY)
+    self.assertEqual(self.run_main("--in-place", path),
+                     (0, f"rewrote {path}\n", ""))
+    self.assertEqual(self.read(path), _CONVERTED)
+    self.assertEqual(self.run_main(path), (0, "", ""))
+
+  def test_findings_exit_1_and_the_rest_is_converted(self):
+    path = self.write("train.py", _LEGACY + "inner = opt._opt\n")
+    status, _, err = self.run_main("--in-place", path)
+    self.assertEqual(status, 1)
+    self.assertEqual(err.splitlines(), [
+        f"{path}:4: `opt._opt` is private to the legacy class and the "
+        "replacement has no such attribute; use `.inner_optimizer`"])
+    self.assertEqual(self.read(path), _CONVERTED + "inner = opt._opt\n")
+
+  def test_unparsable_file_exit_2_and_the_others_are_processed(self):
+    bad = self.write("bad.py", "x = 1\nopt = (\n")
+    good = self.write("good.py", _LEGACY)
+    status, _, err = self.run_main("--in-place", bad, good)
+    self.assertEqual(status, 2)
+    self.assertRegex(err, rf"^{bad}:[23]: cannot parse: ")
+    self.assertEqual(self.read(good), _CONVERTED)
+
+  @parameterized.named_parameters(
+      ("no_path", []), ("unknown_option", ["--fast", "x.py"]))
+  def test_bad_usage_exit_2(self, argv):
+    status, _, err = self.run_main(*argv)
+    self.assertEqual(status, 2)
+    self.assertIn("usage: mp-optimizer-migrate", err)
+
+  def test_missing_path_exit_2_and_the_others_are_processed(self):
+    good = self.write("good.py", _LEGACY)
+    missing = os.path.join(self.dir, "missing.py")
+    status, _, err = self.run_main("--in-place", missing, good)
+    self.assertEqual((status, err), (2, f"{missing}: no such file or directory\n"))
+    self.assertEqual(self.read(good), _CONVERTED)
+
+  def test_directories_are_searched_but_not_hidden_or_installed_code(self):
+    top = self.write("a.py", _LEGACY)
+    nested = self.write("pkg/b.py", _LEGACY)
+    untouched = [self.write(".git/c.py", _LEGACY),
+                 self.write("pkg/notes.txt", _LEGACY),
+                 self.write("env/lib/site-packages/tf.py", _LEGACY),
+                 self.write("venv/lib/d.py", _LEGACY)]
+    self.write("venv/pyvenv.cfg", "home = /usr/bin\n")
+    status, out, _ = self.run_main("--in-place", self.dir)
+    self.assertEqual((status, out), (0, f"rewrote {top}\nrewrote {nested}\n"))
+    self.assertEqual([self.read(p) for p in [top, nested] + untouched],
+                     [_CONVERTED] * 2 + [_LEGACY] * 4)
+
+  def test_encoding_and_line_endings_are_kept(self):
+    legacy = "# -*- coding: latin-1 -*-\n# r\xe9sum\xe9\n" + _LEGACY
+    path = self.write("latin.py", legacy.replace("\n", "\r\n"), "w",
+                      encoding="latin-1", newline="")
+    self.assertEqual(self.run_main("--in-place", path)[0], 0)
+    with open(path, "rb") as f:
+      written = f.read()
+    expected = "# -*- coding: latin-1 -*-\n# r\xe9sum\xe9\n" + _CONVERTED
+    self.assertEqual(written, expected.replace("\n", "\r\n").encode("latin-1"))
+
+  def test_console_script_is_declared(self):
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore")
+      import setuptools  # pylint: disable=import-outside-toplevel,unused-import
+      from distutils import core  # pylint: disable=import-outside-toplevel
+      dist = core.run_setup(str(ROOT / "setup.py"), stop_after="init")
+    self.assertEqual(dist.entry_points["console_scripts"],
+                     ["mp-optimizer-migrate = mp_optimizer.migrate:main"])
+    libcst, = [r for r in dist.install_requires if r.startswith("libcst")]
+    self.assertEqual(set(libcst[len("libcst"):].split(",")), {">=1.1", "<2"})
