@@ -6,20 +6,27 @@
 `tf.compat.v1.mixed_precision` API. Both are one optimizer. The loss-scale
 policies live in the sibling package `managers`. `mp_optimizer.signals` and
 `LossScaleHook` show which steps were skipped.
+
+The names below load on first use, so `python -m mp_optimizer.migrate` (which
+needs no TensorFlow) starts without importing TensorFlow.
 """
 
-from mp_optimizer import contrib
-from mp_optimizer import signals
-from mp_optimizer.hooks import LossScaleHook
-from mp_optimizer.optimizer import LossScaleOptimizer
-from mp_optimizer.signals import add_summaries
-from mp_optimizer.signals import skipped_steps
-from mp_optimizer.signals import step_applied
-from mp_optimizer.tf2 import MixedPrecisionLossScaleOptimizer
-from mp_optimizer.tf2 import disable_mixed_precision_graph_rewrite
-from mp_optimizer.tf2 import enable_mixed_precision_graph_rewrite
+import importlib
 
 __version__ = "0.1.0"
+
+# Public name -> module that defines it.
+_EXPORTS = {
+    "LossScaleHook": "mp_optimizer.hooks",
+    "LossScaleOptimizer": "mp_optimizer.optimizer",
+    "MixedPrecisionLossScaleOptimizer": "mp_optimizer.tf2",
+    "add_summaries": "mp_optimizer.signals",
+    "disable_mixed_precision_graph_rewrite": "mp_optimizer.tf2",
+    "enable_mixed_precision_graph_rewrite": "mp_optimizer.tf2",
+    "skipped_steps": "mp_optimizer.signals",
+    "step_applied": "mp_optimizer.signals",
+}
+_SUBMODULES = ("contrib", "signals")
 
 __all__ = [
     "LossScaleHook",
@@ -33,3 +40,18 @@ __all__ = [
     "skipped_steps",
     "step_applied",
 ]
+
+
+def __getattr__(name):
+  if name in _EXPORTS:
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+  elif name in _SUBMODULES:
+    value = importlib.import_module(f"mp_optimizer.{name}")
+  else:
+    raise AttributeError(f"module 'mp_optimizer' has no attribute {name!r}")
+  globals()[name] = value
+  return value
+
+
+def __dir__():
+  return sorted(set(globals()) | set(__all__))
