@@ -11,6 +11,8 @@ import tensorflow as tf
 import managers
 from mp_optimizer import optimizer as optimizer_lib
 
+_TF_OPTIMIZER = tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer
+
 
 class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
   """`tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer`, fixed.
@@ -45,12 +47,18 @@ class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
     TypeError: If `opt` is not a v1 optimizer, or `loss_scale` is None or of
       another type.
     ValueError: For an unknown string, a number below 1, aliases given with a
-      loss scale that is not "dynamic", or an `opt` that is already wrapped.
+      loss scale that is not "dynamic", or an `opt` that is already wrapped
+      (by this class or by TensorFlow's).
   """
 
   def __init__(self, opt: tf.compat.v1.train.Optimizer, loss_scale: Any, *,
                initial_scale: Optional[float] = None,
                dynamic_growth_steps: Optional[int] = None):
+    if isinstance(opt, _TF_OPTIMIZER):
+      raise ValueError(
+          "`opt` is already TensorFlow's MixedPrecisionLossScaleOptimizer; "
+          "wrapping it would scale the loss twice. Pass the optimizer it "
+          f"wraps instead, got {opt!r}.")
     aliases = {k: v for k, v in (("initial_scale", initial_scale),
                                  ("dynamic_growth_steps", dynamic_growth_steps))
                if v is not None}
