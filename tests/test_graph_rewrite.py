@@ -6,13 +6,19 @@ none. On a CPU the same pass runs in emulation mode when a Session's config
 sets `rewrite_options.auto_mixed_precision_cpu = ON`: float16-safe ops
 (MatMul and its gradients here) get their inputs and outputs rounded through
 float16 `Cast` nodes, so values overflow and lose precision exactly as in
-float16, while the kernels themselves stay float32. These tests use that mode.
+float16, while the kernels themselves stay float32. With the environment
+variable `TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_EMULATE_FP16=0` (read each time
+a graph is optimized) that mode instead converts the ops themselves to float16
+CPU kernels. These tests use both.
 
 The model below is plain float32 code. At the default initial scale 2**15 its
 weight gradient, scaled, exceeds float16's maximum 65504 only when the graph
 is rewritten, so the dynamic loss scale must back off until float16 holds it.
 The scale where that happens is computed here in float64 with numpy.
 """
+
+import contextlib
+import os
 
 from absl.testing import parameterized
 import numpy as np
@@ -24,6 +30,7 @@ v1 = tf.compat.v1
 FLOAT16_MAX = 65504.0
 INITIAL_SCALE = 2.0**15
 ROWS, COLUMNS, OUTPUTS = 32, 8, 4
+EMULATE_FP16 = "TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_EMULATE_FP16"
 
 
 def _data():
@@ -39,6 +46,20 @@ def _largest_weight_gradient():
   x, y, w = (a.astype(np.float64) for a in _data())
   d_prediction = 2.0 / (ROWS * OUTPUTS) * (x @ w - y)
   return np.abs(x.T @ d_prediction).max()
+
+
+@contextlib.contextmanager
+def _environment(name, value):
+  """Sets (or, for None, leaves unset) one variable, restoring it after."""
+  old = os.environ.pop(name, None)
+  if value is not None:
+    os.environ[name] = value
+  try:
+    yield
+  finally:
+    os.environ.pop(name, None)
+    if old is not None:
+      os.environ[name] = old
 
 
 def _session_config(cpu_emulation):
@@ -63,10 +84,11 @@ class GraphRewriteTest(parameterized.TestCase):
     super().setUp()
     self.addCleanup(mp_optimizer.disable_mixed_precision_graph_rewrite)
 
-  def _train(self, cpu_emulation, steps):
+  def _train(self, cpu_emulation, steps, emulate_fp16=None):
     """Trains the fp32 model; returns per-step (scale, global_step), losses,
     and the partition graphs of the first step."""
-    with tf.Graph().as_default() as graph:
+    with _environment(EMULATE_FP16, emulate_fp16), \
+         tf.Graph().as_default() as graph:
       x, y, w_init = (tf.constant(a) for a in _data())
       w = v1.get_variable("w", initializer=w_init)
       loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
@@ -86,14 +108,28 @@ class GraphRewriteTest(parameterized.TestCase):
         history += [sess.run(after) for _ in range(steps - 1)]
         return history, (first_loss, sess.run(loss)), metadata
 
-  @parameterized.named_parameters(("cpu_emulation", True),
-                                  ("no_emulation", False))
-  def test_rewritten_graph_holds_float16_casts(self, cpu_emulation):
-    _, _, metadata = self._train(cpu_emulation, steps=1)
+  @parameterized.named_parameters(
+      # Kernels stay float32; values are rounded through float16 Casts.
+      ("cpu_emulation", True, None, {"Cast"}, {"MatMul"}),
+      # The ops themselves become float16 CPU kernels.
+      ("cpu_float16_kernels", True, "0", {"Cast", "MatMul"}, set()),
+      ("no_cpu_option", False, None, set(), {"Cast", "MatMul"}),
+  )
+  def test_rewritten_graph_holds_float16_ops(self, cpu_emulation,
+                                             emulate_fp16, present, absent):
+    _, _, metadata = self._train(cpu_emulation, 1, emulate_fp16)
     float16 = _float16_nodes(metadata)
-    self.assertEqual(bool(float16), cpu_emulation)
-    self.assertTrue(all("AutoMixedPrecision" in node.name for node in float16))
-    self.assertContainsSubset({node.op for node in float16}, {"Cast"})
+    ops = {node.op for node in float16}
+    self.assertContainsSubset(present, ops)
+    self.assertNoCommonElements(absent, ops)
+    self.assertTrue(all("AutoMixedPrecision" in node.name
+                        for node in float16 if node.op == "Cast"))
+
+  def test_float16_kernels_train_with_a_backed_off_scale(self):
+    history, (first_loss, last_loss), _ = self._train(True, 12, "0")
+    self.assertLess(history[-1][0], INITIAL_SCALE)
+    self.assertGreater(history[-1][1], 0)
+    self.assertLess(last_loss, first_loss / 2)
 
   def test_loss_scale_backs_off_until_float16_holds_the_gradient(self):
     largest = _largest_weight_gradient()
