@@ -85,6 +85,17 @@ def enable_mixed_precision_graph_rewrite(
   scaling keeps its small gradients alive. Sessions that already exist are not
   changed. `disable_mixed_precision_graph_rewrite` turns the pass off again.
 
+  The pass touches only nodes placed on a GPU and does nothing on a machine
+  without one. To see the rewrite on a CPU, give the Session (or an
+  Estimator's `RunConfig(session_config=...)`) a config with
+  `graph_options.rewrite_options.auto_mixed_precision_cpu = ON`: Grappler then
+  rounds the inputs and outputs of float16-safe ops through float16 `Cast`
+  nodes (or, with the environment variable
+  `TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_EMULATE_FP16=0`, runs them as float16
+  CPU kernels), so overflow and precision loss are those of float16. That
+  option lives in each Session's config, which this function cannot reach,
+  so it is not an argument here.
+
   TensorFlow's only public switch for Sessions is its own
   `tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite`; it is
   called here with a throwaway optimizer and a fixed scale of 1 (which builds
