@@ -87,8 +87,15 @@ class FixedLossScale(LossScale, fixed.FixedLossScaleManager):
     super().__init__(loss_scale_value, skip_nonfinite_steps=skip_nonfinite_steps)
 
   def get_config(self) -> Dict[str, Any]:
-    return {"loss_scale_value": self._loss_scale,
-            "skip_nonfinite_steps": self.skips_nonfinite_steps}
+    """Returns TF's config keys, plus `skip_nonfinite_steps` only if False.
+
+    A default config is exactly what TF's `FixedLossScale` writes and reads,
+    so configs travel both ways between the two classes.
+    """
+    config = {"loss_scale_value": self._loss_scale}
+    if not self.skips_nonfinite_steps:
+      config["skip_nonfinite_steps"] = False
+    return config
 
   def __repr__(self) -> str:
     return f"FixedLossScale({self._loss_scale:g})"
@@ -164,12 +171,21 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
   multiplier = property(lambda self: self._incr_ratio)
 
   def get_config(self) -> Dict[str, Any]:
-    return {"initial_loss_scale": self._init,
-            "increment_period": self._incr_every,
-            "multiplier": self._incr_ratio,
-            "min_loss_scale": self._min,
-            "max_loss_scale": self._max,
-            "fail_at_floor_after": self._fail_after}
+    """Returns TF's three config keys, plus our extras only if not default.
+
+    A config with default extras is exactly what TF's `DynamicLossScale`
+    writes and reads, so configs travel both ways between the two classes.
+    """
+    config = {"initial_loss_scale": self._init,
+              "increment_period": self._incr_every,
+              "multiplier": self._incr_ratio}
+    if self._min != 1:
+      config["min_loss_scale"] = self._min
+    if self._max is not None:
+      config["max_loss_scale"] = self._max
+    if self._fail_after is not None:
+      config["fail_at_floor_after"] = self._fail_after
+    return config
 
   def __repr__(self) -> str:
     return (f"DynamicLossScale(initial_loss_scale={self._init:g}, "

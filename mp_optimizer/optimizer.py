@@ -224,6 +224,11 @@ class LossScaleOptimizer(Optimizer):
     """Returns the inner optimizer's slot names."""
     return self._opt.get_slot_names()
 
+  def __dir__(self) -> List[str]:
+    # The slots get_slot delegates to belong to the inner optimizer; without
+    # this, tf.train.Checkpoint finds them twice and refuses to save.
+    return _tracking.hide_slot_owner_marker(super().__dir__())
+
   def variables(self) -> List[tf.Variable]:
     """Returns the inner optimizer's variables and the scale state."""
     return self._opt.variables() + self._manager.variables()

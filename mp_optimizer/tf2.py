@@ -11,6 +11,8 @@ import tensorflow as tf
 import managers
 from mp_optimizer import optimizer as optimizer_lib
 
+_TF_OPTIMIZER = tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer
+
 
 class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
   """`tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer`, fixed.
@@ -45,12 +47,18 @@ class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
     TypeError: If `opt` is not a v1 optimizer, or `loss_scale` is None or of
       another type.
     ValueError: For an unknown string, a number below 1, aliases given with a
-      loss scale that is not "dynamic", or an `opt` that is already wrapped.
+      loss scale that is not "dynamic", or an `opt` that is already wrapped
+      (by this class or by TensorFlow's).
   """
 
   def __init__(self, opt: tf.compat.v1.train.Optimizer, loss_scale: Any, *,
                initial_scale: Optional[float] = None,
                dynamic_growth_steps: Optional[int] = None):
+    if isinstance(opt, _TF_OPTIMIZER):
+      raise ValueError(
+          "`opt` is already TensorFlow's MixedPrecisionLossScaleOptimizer; "
+          "wrapping it would scale the loss twice. Pass the optimizer it "
+          f"wraps instead, got {opt!r}.")
     aliases = {k: v for k, v in (("initial_scale", initial_scale),
                                  ("dynamic_growth_steps", dynamic_growth_steps))
                if v is not None}
@@ -76,6 +84,17 @@ def enable_mixed_precision_graph_rewrite(
   GPU, so an fp32 model trains in mixed precision without code changes; loss
   scaling keeps its small gradients alive. Sessions that already exist are not
   changed. `disable_mixed_precision_graph_rewrite` turns the pass off again.
+
+  The pass touches only nodes placed on a GPU and does nothing on a machine
+  without one. To see the rewrite on a CPU, give the Session (or an
+  Estimator's `RunConfig(session_config=...)`) a config with
+  `graph_options.rewrite_options.auto_mixed_precision_cpu = ON`: Grappler then
+  rounds the inputs and outputs of float16-safe ops through float16 `Cast`
+  nodes (or, with the environment variable
+  `TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_EMULATE_FP16=0`, runs them as float16
+  CPU kernels), so overflow and precision loss are those of float16. That
+  option lives in each Session's config, which this function cannot reach,
+  so it is not an argument here.
 
   TensorFlow's only public switch for Sessions is its own
   `tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite`; it is
