@@ -14,6 +14,8 @@ __all__ = ["all_finite", "scale_loss", "unscale"]
 def scale_loss(loss: tf.Tensor, loss_scale: tf.Tensor) -> tf.Tensor:
   """Returns `loss * S`, with S cast to the loss's dtype.
 
+  The result is one `Mul` op whose second input is that multiplier.
+
   Args:
     loss: A floating-point tensor (float16 losses stay float16).
     loss_scale: The float32 scalar scale.

@@ -4,9 +4,9 @@
 * Scaled gradients reaching `apply_gradients`: gradients of a scaled loss that
   never went through `compute_gradients` / `get_unscaled_gradients` would be
   applied S times too large. The optimizer records, per graph, the scaled
-  losses it made and the unscaled gradients it returned; `apply_gradients`
-  walks back from each gradient over data edges, stops at unscaled gradients,
-  and raises if it reaches a scaled loss.
+  losses (and their multipliers) it made and the unscaled gradients it
+  returned; `apply_gradients` walks back from each gradient over data edges,
+  stops at unscaled gradients, and raises if it reaches a scaled loss.
 * A bfloat16-only model: bfloat16 has float32's exponent range, so its
   gradients do not underflow and loss scaling only costs time (a warning).
 
@@ -32,9 +32,14 @@ def _record(kind: str, tensors: Iterable) -> None:
         kind].add(tensor.ref())
 
 
-def record_scaled_loss(loss: tf.Tensor) -> None:
-  """Remembers a tensor that carries the loss scale."""
-  _record("scaled", [loss])
+def record_scaled_loss(scaled_loss: tf.Tensor) -> None:
+  """Remembers a scaled loss `loss * S` and its multiplier S.
+
+  The multiplier matters more: for a loss of static shape `tf.gradients`
+  builds its seed from a constant shape and never reads the product, but the
+  gradient of `loss * S` always reads S.
+  """
+  _record("scaled", [scaled_loss, scaled_loss.op.inputs[1]])
 
 
 def record_unscaled(grads: Iterable) -> None:
@@ -95,8 +100,9 @@ def check_unscaled(grads_and_vars) -> None:
       seen.add(ref)
       if ref in records["scaled"]:
         raise ValueError(
-            f"The gradient for {var.name} was computed from the scaled loss "
-            f"{tensor.name} but never divided by the loss scale, so it would "
+            f"The gradient for {var.name} was computed from a scaled loss "
+            f"(it depends on {tensor.name}) but never divided by the loss "
+            "scale, so it would "
             "be applied S times too large. Take gradients with "
             "`opt.compute_gradients(loss)`, or pass them through "
             "`opt.get_unscaled_gradients(grads)` before `apply_gradients`.")

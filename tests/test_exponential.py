@@ -8,9 +8,14 @@ are worked in float32 with numpy, as the graph does them.
 
 from absl.testing import parameterized
 import numpy as np
+import tensorflow as tf
 
 import managers
+import mp_optimizer
 from tests import harness
+from tests import models
+
+v1 = tf.compat.v1
 
 T, F = True, False
 f32 = np.float32
@@ -71,6 +76,9 @@ class GoldenTablesTest(parameterized.TestCase):
        [(1, 1, 0), (1, 2, 0), (1, 0, 1), (1, 1, 1), (1, 2, 1), (2, 0, 0)]),
   )
   def test_table(self, kwargs, steps, expected):
+    self._check_table(kwargs, steps, expected)
+
+  def _check_table(self, kwargs, steps, expected):
     states = harness.run_manager(
         lambda: managers.ExponentialUpdateLossScaleManager(**kwargs), steps)
     got = [(s["scale"], s["good_steps"], s["bad_steps"]) for s in states]
@@ -81,6 +89,48 @@ class GoldenTablesTest(parameterized.TestCase):
       self.assertEqual((good, bad), (want_good, want_bad),
                        f"counters after step {step}")
 
+  # The three hysteresis modes on the same inputs (decr_every 3, decr 0.5).
+  @parameterized.named_parameters(
+      ("contrib_counts_since_last_change", "contrib", 8, 10,
+       [F, T, F, F, T, F, F, F],
+       [(8, 0, 1), (8, 1, 1), (8, 0, 2), (4, 0, 0), (4, 1, 0), (4, 0, 1),
+        (4, 0, 2), (2, 0, 0)]),
+      ("consecutive_needs_back_to_back_overflows", "consecutive", 8, 10,
+       [F, T, F, F, T, F, F, F],
+       [(8, 0, 1), (8, 1, 0), (8, 0, 1), (8, 0, 2), (8, 1, 0), (8, 0, 1),
+        (8, 0, 2), (4, 0, 0)]),
+      ("contrib_on_the_sticky_sequence", "contrib", 64, 2,
+       [F, F, F, F, T, F, T, T, F],
+       [(64, 0, 1), (64, 0, 2), (32, 0, 0), (32, 0, 1), (32, 1, 1), (32, 0, 2),
+        (32, 1, 2), (64, 0, 0), (64, 0, 1)]),
+      ("sticky_keeps_backing_off_until_growth", "sticky", 64, 2,
+       [F, F, F, F, T, F, T, T, F],
+       [(64, 0, 1), (64, 0, 2), (32, 0, 2), (16, 0, 2), (16, 1, 2), (8, 0, 2),
+        (8, 1, 2), (16, 0, 0), (16, 0, 1)]),
+  )
+  def test_hysteresis(self, mode, init, incr_every, steps, expected):
+    self._check_table(dict(init_loss_scale=init, incr_every_n_steps=incr_every,
+                         decr_every_n_nan_or_inf=3, decr_ratio=0.5,
+                         hysteresis=mode), steps, expected)
+
+  @parameterized.named_parameters(
+      ("floor_below_one_on_request",
+       _with(init_loss_scale=1, decr_every_n_nan_or_inf=1,
+             min_loss_scale=0.25), [F, F, F, F],
+       [(0.5, 0, 0), (0.25, 0, 0), (0.25, 0, 0), (0.25, 0, 0)]),
+      ("floor_above_one",
+       _with(init_loss_scale=16, decr_every_n_nan_or_inf=1, min_loss_scale=4),
+       [F, F, F], [(8, 0, 0), (4, 0, 0), (4, 0, 0)]),
+      ("ceiling_clamps_growth",
+       _with(init_loss_scale=30, incr_every_n_steps=1, max_loss_scale=100),
+       [T, T, T], [(60, 0, 0), (100, 0, 0), (100, 0, 0)]),
+      ("ceiling_at_float32_edge",
+       _with(init_loss_scale=2.0**126, incr_every_n_steps=1,
+             max_loss_scale=BIG), [T, T], [(BIG, 0, 0), (BIG, 0, 0)]),
+  )
+  def test_bounds(self, kwargs, steps, expected):
+    self._check_table(kwargs, steps, expected)
+
   def test_defaults_are_contribs(self):
     manager = managers.ExponentialUpdateLossScaleManager(2**15, 2000)
     self.assertEqual(
@@ -90,3 +140,52 @@ class GoldenTablesTest(parameterized.TestCase):
         (2.0**15, 2000, 2, 2.0, 0.8, 1.0, None))
     self.assertTrue(manager.dynamic)
     self.assertTrue(manager.skips_nonfinite_steps)
+
+
+class FloorPolicyTest(parameterized.TestCase):
+  """fail_at_floor_after: overflow that loss scaling cannot cure is an error."""
+
+  def _train(self, poisoned_steps, steps, **manager_kwargs):
+    """Runs `steps` steps; returns (steps completed, error or None, model)."""
+    with tf.Graph().as_default() as g:
+      poison = models.poison_input()
+      manager = managers.ExponentialUpdateLossScaleManager(
+          init_loss_scale=2, incr_every_n_steps=100, decr_every_n_nan_or_inf=1,
+          decr_ratio=0.5, **manager_kwargs)
+      opt = mp_optimizer.LossScaleOptimizer(models.OPTIMIZERS["adam"](),
+                                            manager)
+      train_op = opt.minimize(models.dense_loss(poison))
+      model = v1.trainable_variables()
+      with v1.Session(graph=g) as sess:
+        sess.run(v1.global_variables_initializer())
+        before = harness.snapshot(sess, model)
+        for step in range(steps):
+          try:
+            sess.run(train_op, {poison: np.inf} if step in poisoned_steps
+                     else {})
+          except tf.errors.InvalidArgumentError as error:
+            harness.assert_bit_identical(self, before,
+                                         harness.snapshot(sess, model))
+            return step, error
+      return steps, None
+
+  def test_fails_after_n_overflows_at_the_floor(self):
+    # Step 0 shrinks 2 -> 1 (not yet at the floor); steps 1, 2, 3 overflow at
+    # the floor; the third of them fails.
+    done, error = self._train(range(100), 10, fail_at_floor_after=3)
+    self.assertEqual(done, 3)
+    message = error.message
+    for needle in ("minimum (1)", "3 steps in a row", "learning rate",
+                   "NaN in the data", "65504", "fail_at_floor_after=3"):
+      self.assertIn(needle, message)
+
+  def test_a_finite_step_resets_the_streak(self):
+    done, error = self._train({0, 1, 2, 4, 5, 7, 8}, 10,
+                              fail_at_floor_after=3)
+    self.assertIsNone(error)
+    self.assertEqual(done, 10)
+
+  def test_off_by_default(self):
+    done, error = self._train(range(100), 30)
+    self.assertIsNone(error)
+    self.assertEqual(done, 30)

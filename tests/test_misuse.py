@@ -1,0 +1,103 @@
+"""Misuse caught at graph-build time, with a message that says what to do."""
+
+import warnings
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+import managers
+import mp_optimizer
+from tests import models
+
+v1 = tf.compat.v1
+
+
+def _setup():
+  loss = models.dense_loss(models.poison_input())
+  opt = mp_optimizer.LossScaleOptimizer(
+      models.OPTIMIZERS["sgd"](), managers.FixedLossScaleManager(1024))
+  return loss, opt, v1.trainable_variables()
+
+
+class ScaledGradientsTest(parameterized.TestCase):
+
+  def test_tf_gradients_of_the_scaled_loss_are_refused(self):
+    with tf.Graph().as_default():
+      loss, opt, variables = _setup()
+      grads = tf.gradients(opt.get_scaled_loss(loss), variables)
+      with self.assertRaisesRegex(ValueError, r"dense/(w|b).*get_unscaled"):
+        opt.apply_gradients(zip(grads, variables))
+
+  def test_inner_compute_gradients_of_the_scaled_loss_are_refused(self):
+    with tf.Graph().as_default():
+      loss, opt, _ = _setup()
+      grads_and_vars = opt.inner_optimizer.compute_gradients(
+          opt.scale_loss(loss))
+      with self.assertRaisesRegex(ValueError, "never divided by the loss"):
+        opt.apply_gradients(grads_and_vars)
+
+  def test_clipped_and_unscaled_gradients_are_accepted(self):
+    with tf.Graph().as_default() as g:
+      loss, opt, variables = _setup()
+      grads = opt.get_unscaled_gradients(
+          tf.gradients(opt.get_scaled_loss(loss), variables))
+      clipped, _ = tf.clip_by_global_norm(grads, 1.0)
+      custom = opt.apply_gradients(zip(clipped, variables))
+      reference = [g for g, _ in opt.compute_gradients(loss)]
+      with v1.Session(graph=g) as sess:
+        sess.run(v1.global_variables_initializer())
+        got, want = sess.run((grads, reference))
+        for a, b in zip(got, want):
+          np.testing.assert_array_equal(a, b)
+        sess.run(custom)
+
+  def test_gradients_of_the_plain_loss_are_not_flagged(self):
+    with tf.Graph().as_default():
+      loss, opt, variables = _setup()
+      opt.get_scaled_loss(loss)  # A scaled loss exists in the graph.
+      self.assertIsInstance(
+          opt.apply_gradients(zip(tf.gradients(loss, variables), variables)),
+          tf.Operation)
+
+
+class MalformedPairsTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("empty", lambda variables: [], ValueError, "empty"),
+      ("not_a_pair", lambda variables: [variables[0]], TypeError,
+       r"\(gradient, variable\) pairs.*dense/w"),
+      ("triple", lambda variables: [(None, variables[0], 1)], TypeError,
+       r"\(gradient, variable\) pairs.*None"),
+      ("numpy_gradient",
+       lambda variables: [(np.ones([4, 2], np.float32), variables[0])],
+       TypeError, r"(?s)dense/w.*tf.Tensor, tf.IndexedSlices or None.*ndarray"),
+  )
+  def test_bad_grads_and_vars(self, make, error, pattern):
+    with tf.Graph().as_default() as g:
+      _, opt, variables = _setup()
+      ops_before = len(g.get_operations())
+      with self.assertRaisesRegex(error, pattern):
+        opt.apply_gradients(make(variables))
+      self.assertLen(g.get_operations(), ops_before)
+
+
+class Bfloat16WarningTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("bfloat16", tf.bfloat16, True), ("float16", tf.float16, False),
+      ("float32", tf.float32, False))
+  def test_warns_only_for_bfloat16_only_models(self, dtype, warns):
+    with tf.Graph().as_default():
+      loss = models.dense_loss(models.poison_input(), compute_dtype=dtype)
+      opt = mp_optimizer.LossScaleOptimizer(
+          models.OPTIMIZERS["sgd"](), managers.FixedLossScaleManager(8))
+      with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        opt.compute_gradients(loss)
+      messages = [str(w.message) for w in caught
+                  if issubclass(w.category, UserWarning)
+                  and "bfloat16" in str(w.message)]
+      self.assertLen(messages, 1 if warns else 0)
+      if warns:
+        self.assertIn("use the inner optimizer directly", messages[0])
