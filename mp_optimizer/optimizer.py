@@ -7,6 +7,8 @@ import tensorflow as tf
 import managers
 from managers import _graph
 from managers import _tracking
+from mp_optimizer import accumulation
+from mp_optimizer import clipping
 from mp_optimizer import gradients as grad_lib
 from mp_optimizer import misuse
 from mp_optimizer import signals
@@ -46,14 +48,30 @@ class LossScaleOptimizer(Optimizer):
   Args:
     opt: The `tf.compat.v1.train.Optimizer` that computes and applies updates.
     loss_scale_manager: A `managers.LossScaleManager`.
+    clipnorm: Keyword-only: clip each unscaled gradient to this L2 norm.
+    clipvalue: Keyword-only: clip each unscaled gradient entry to
+      [-clipvalue, clipvalue].
+    global_clipnorm: Keyword-only: clip all unscaled gradients to this joint
+      L2 norm. At most one of the three clip options may be set; clipping
+      happens in `apply_gradients` after the finite check, on what the update
+      will use (see `mp_optimizer.clipping`).
+    gradient_accumulation_steps: Keyword-only None or an int >= 2: apply the
+      mean of that many finite micro-steps once (see
+      `mp_optimizer.accumulation`).
 
   Raises:
-    TypeError: If `opt` or `loss_scale_manager` has the wrong type.
-    ValueError: If `opt` is already a `LossScaleOptimizer`.
+    TypeError: If `opt` or `loss_scale_manager` has the wrong type, or an
+      option is not a number.
+    ValueError: If `opt` is already a `LossScaleOptimizer`, or an option is
+      out of range.
   """
 
   def __init__(self, opt: Optimizer,
-               loss_scale_manager: managers.LossScaleManager):
+               loss_scale_manager: managers.LossScaleManager, *,
+               clipnorm: Optional[float] = None,
+               clipvalue: Optional[float] = None,
+               global_clipnorm: Optional[float] = None,
+               gradient_accumulation_steps: Optional[int] = None):
     if isinstance(opt, LossScaleOptimizer):
       raise ValueError(
           f"`opt` is already a {type(opt).__name__}; wrapping it twice would "
@@ -68,13 +86,18 @@ class LossScaleOptimizer(Optimizer):
           "`loss_scale_manager` must be a managers.LossScaleManager (e.g. "
           "managers.FixedLossScaleManager(128)), got "
           f"{loss_scale_manager!r} (type {type(loss_scale_manager).__name__}).")
+    clip = clipping.make_clip(clipnorm, clipvalue, global_clipnorm)
+    steps = accumulation.check_steps(gradient_accumulation_steps)
     super().__init__(use_locking=False, name=opt.get_name())
     self._opt = opt
     self._manager = loss_scale_manager
     # TF's built-in uses these two names; its object checkpoints restore here.
     _tracking.track(self, opt, "base_optimizer")
     _tracking.track(self, loss_scale_manager, "loss_scale")
-    self._skip_counter = signals.SkipCounter(self)
+    self._accumulator = (None if steps is None else
+                         accumulation.GradientAccumulator(self, steps))
+    self._parts = step.Parts(opt, loss_scale_manager, signals.SkipCounter(self),
+                             clip, self._accumulator)
 
   @property
   def inner_optimizer(self) -> Optimizer:
@@ -183,10 +206,11 @@ class LossScaleOptimizer(Optimizer):
     """Applies unscaled gradients if all are finite; updates the scale.
 
     One boolean covers every non-None gradient. The inner optimizer's apply
-    (and its `global_step` increment) runs inside one `tf.cond` on it; the
-    manager's update runs after that and is grouped into the returned op.
-    Under `tf.distribute` this happens in cross-replica context and every
-    replica gets the same verdict.
+    (and its `global_step` increment) runs inside one `tf.cond` on it, after
+    any clipping and gradient accumulation; the manager's update runs after
+    that and is grouped into the returned op. Under `tf.distribute` this
+    happens in cross-replica context and every replica gets the same verdict.
+    See `mp_optimizer.step`.
 
     Args:
       grads_and_vars: `(gradient, variable)` pairs from `compute_gradients`.
@@ -212,8 +236,7 @@ class LossScaleOptimizer(Optimizer):
         self._apply_cross_replica, args=(grads_and_vars, global_step, name))
 
   def _apply_cross_replica(self, strategy, grads_and_vars, global_step, name):
-    return step.gated_step(strategy, self._opt, self._manager,
-                           self._skip_counter, grads_and_vars, global_step,
+    return step.gated_step(strategy, self._parts, grads_and_vars, global_step,
                            name or self.get_name())
 
   def get_slot(self, var: tf.Variable, name: str) -> Optional[tf.Variable]:
@@ -230,6 +253,9 @@ class LossScaleOptimizer(Optimizer):
     return _tracking.hide_slot_owner_marker(super().__dir__())
 
   def variables(self) -> List[tf.Variable]:
-    """Returns the inner optimizer's variables and the scale state."""
-    return self._opt.variables() + self._manager.variables()
+    """Returns the inner optimizer's variables, the scale state and any
+    gradient accumulators."""
+    accumulators = ([] if self._accumulator is None else
+                    self._accumulator.variables())
+    return self._opt.variables() + self._manager.variables() + accumulators
 

@@ -6,48 +6,105 @@ runs once per step however many replicas there are:
 ```
 scale   = manager.get_loss_scale()          # the S this step used
 finite  = all_finite_in_sync(grads)         # one verdict for every replica
-applied = tf.cond(finite, inner.apply_gradients on each replica,
-                  skipped_steps += 1)
+applied = tf.cond(finite, use(grads), skipped_steps += 1)
 after applied: manager.update_loss_scale(finite)
 return tf.group(...)                        # also the only TRAIN_OP entry
+
+use(grads):   apply(grads), or with gradient accumulation, add them to the
+              window and apply(window mean) once the window is full
+apply(grads): clip (optional), then inner.apply_gradients on each replica
 ```
 
 A manager that applies every step (`skips_nonfinite_steps` False) gets no
 finite check and no `tf.cond`.
+
+Clipping sees the gradient the update will use. With one replica that is the
+replica's gradient. With several, the v1 inner optimizer sums the replicas'
+gradients itself, so the sum is reduced here first, clipped identically on
+every replica, and handed to the inner optimizer on the first replica only
+(zeros elsewhere): its own sum then reproduces the clipped sum exactly. This
+costs a second all-reduce per applied step, only when clipping across
+replicas.
 """
+
+import dataclasses
+from typing import Optional
 
 import tensorflow as tf
 
 import managers
+from mp_optimizer import accumulation
+from mp_optimizer import clipping
 from mp_optimizer import signals
 
 
-def gated_step(strategy: tf.distribute.Strategy,
-               inner: tf.compat.v1.train.Optimizer,
-               manager: managers.LossScaleManager,
-               skip_counter: signals.SkipCounter,
+@dataclasses.dataclass(frozen=True)
+class Parts:
+  """What a step is built from; one per optimizer."""
+  inner: tf.compat.v1.train.Optimizer
+  manager: managers.LossScaleManager
+  skip_counter: signals.SkipCounter
+  clip: Optional[clipping.Clip] = None
+  accumulator: Optional[accumulation.GradientAccumulator] = None
+
+
+def _first_replica_only(grad):
+  """Keeps `grad` on replica 0 and zeroes it elsewhere (grads are finite)."""
+  replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+  keep = tf.cast(tf.equal(replica, 0), grad.dtype)
+  if isinstance(grad, tf.IndexedSlices):
+    return tf.IndexedSlices(grad.values * keep, grad.indices, grad.dense_shape)
+  return grad * keep
+
+
+def _apply(strategy, parts: Parts, grads_and_vars, global_step, name):
+  """Applies (per-replica) pairs through the inner optimizer, clipped."""
+  pairs = [(g, v) for g, v in grads_and_vars if g is not None]
+  variables = [v for _, v in pairs]
+  grads = tuple(g for g, _ in pairs)
+  several = strategy.num_replicas_in_sync > 1
+
+  def apply_local(*local):
+    local = list(local)
+    if parts.clip is not None:
+      local = parts.clip(local)
+      if several:
+        local = [_first_replica_only(g) for g in local]
+    return parts.inner.apply_gradients(list(zip(local, variables)),
+                                       global_step, name + "-wrapped")
+
+  if parts.clip is not None and several:
+    grads = tuple(strategy.extended.batch_reduce_to(
+        tf.distribute.ReduceOp.SUM, pairs))
+  return strategy.group(
+      strategy.extended.call_for_each_replica(apply_local, args=grads))
+
+
+def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
                grads_and_vars: tuple, global_step, name: str) -> tf.Operation:
   """Builds the step described in the module docstring; returns its op."""
   train_ops = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.TRAIN_OP)
   train_ops_before = list(train_ops)
 
-  def apply_on_replicas():
-    updates = strategy.extended.call_for_each_replica(
-        inner.apply_gradients,
-        args=(grads_and_vars, global_step, name + "-wrapped"))
-    return strategy.group(updates)
+  def apply(pairs):
+    return _apply(strategy, parts, pairs, global_step, name)
 
-  scale = manager.get_loss_scale()
-  if manager.skips_nonfinite_steps:
+  def use():
+    if parts.accumulator is None:
+      return apply(grads_and_vars)
+    return parts.accumulator.micro_step(strategy, grads_and_vars, apply)
+
+  scale = parts.manager.get_loss_scale()
+  if parts.manager.skips_nonfinite_steps:
     finite = managers.all_finite_in_sync(g for g, _ in grads_and_vars)
-    applied = tf.cond(finite, apply_on_replicas, skip_counter.add_one)
-    skipped = skip_counter.total()
+    applied = tf.cond(finite, use, parts.skip_counter.add_one)
+    skipped = parts.skip_counter.total()
   else:
     finite = tf.constant(True)
-    applied = apply_on_replicas()
+    applied = use()
     skipped = tf.constant(0, tf.int64)
   with tf.control_dependencies([applied, scale]):
-    update = manager.update_loss_scale(finite)
+    update = parts.manager.update_loss_scale(finite)
   train_op = tf.group(applied, update, name=name)
   # The inner apply sits inside the cond; only the gated step is a train op.
   train_ops[:] = train_ops_before + [train_op]

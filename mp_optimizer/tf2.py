@@ -42,6 +42,8 @@ class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
       the starting scale.
     dynamic_growth_steps: Keyword-only Keras alias, with `loss_scale="dynamic"`
       only: finite steps between increases.
+    **options: Keyword-only `clipnorm`, `clipvalue`, `global_clipnorm` and
+      `gradient_accumulation_steps`, as for `LossScaleOptimizer`.
 
   Raises:
     TypeError: If `opt` is not a v1 optimizer, or `loss_scale` is None or of
@@ -53,7 +55,8 @@ class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
 
   def __init__(self, opt: tf.compat.v1.train.Optimizer, loss_scale: Any, *,
                initial_scale: Optional[float] = None,
-               dynamic_growth_steps: Optional[int] = None):
+               dynamic_growth_steps: Optional[int] = None,
+               **options):
     if isinstance(opt, _TF_OPTIMIZER):
       raise ValueError(
           "`opt` is already TensorFlow's MixedPrecisionLossScaleOptimizer; "
@@ -71,7 +74,7 @@ class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
       manager = managers.DynamicLossScale(**aliases)
     else:
       manager = managers.get(loss_scale)
-    super().__init__(opt, manager)
+    super().__init__(opt, manager, **options)
 
 
 def enable_mixed_precision_graph_rewrite(

@@ -64,3 +64,23 @@ def legacy_graph_behavior(legacy: bool):
   finally:
     tf.compat.v1.enable_control_flow_v2()
     tf.compat.v1.enable_resource_variables()
+
+
+def regression(batch_rows: int = None, compute_dtype: tf.DType = F32):
+  """A fed linear regression: returns (x, y, loss) with x [n, 4], y [n, 2]."""
+  x = tf.compat.v1.placeholder(tf.float32, [batch_rows, 4], name="x")
+  y = tf.compat.v1.placeholder(tf.float32, [batch_rows, 2], name="y")
+  rng = np.random.RandomState(3)
+  with tf.compat.v1.variable_scope("regression"):
+    w = tf.compat.v1.get_variable(
+        "w", initializer=(0.5 * rng.randn(4, 2)).astype(np.float32))
+    b = tf.compat.v1.get_variable("b", initializer=np.zeros(2, np.float32))
+  pred = (tf.matmul(tf.cast(x, compute_dtype), tf.cast(w, compute_dtype)) +
+          tf.cast(b, compute_dtype))
+  return x, y, tf.reduce_mean(tf.square(tf.cast(pred, F32) - y))
+
+
+def regression_data(rows: int, seed: int = 0):
+  rng = np.random.RandomState(seed)
+  return (rng.randn(rows, 4).astype(np.float32),
+          (3.0 * rng.randn(rows, 2)).astype(np.float32))

@@ -1,0 +1,161 @@
+"""Gradient accumulation over micro-steps, on unscaled gradients.
+
+With `gradient_accumulation_steps=N`, each finite micro-step adds its
+*unscaled* gradients to float32 accumulators (float64 for float64 variables);
+after the N-th finite micro-step the inner optimizer applies their mean once,
+`global_step` advances once, and the accumulators reset:
+
+```
+on a finite micro-step:      accumulators += grads; micro_steps += 1
+    if micro_steps == N:     apply(accumulators / N); accumulators = 0;
+                             micro_steps = 0
+on a non-finite micro-step:  nothing (the micro-batch is dropped; the window
+                             waits for N finite micro-batches)
+```
+
+Because what is stored is already divided by that micro-step's loss scale, a
+scale that changes inside a window (growth, or a shrink after an overflow)
+changes nothing in the sum. Dropping an overflowed micro-batch, rather than
+the whole window, keeps every applied update a mean of exactly N finite
+micro-batches and wastes only the bad one.
+
+Sparse gradients are added into the accumulator with `scatter_add` (only
+their rows are touched); the window's mean is applied as a dense gradient.
+Under `tf.distribute` each replica accumulates its own gradients in an
+ON_READ variable, and the inner optimizer sums the replicas' means once per
+window, so cross-replica traffic happens once per window.
+
+The state is optimizer state: GLOBAL variables (checkpointed, listed by
+`LossScaleOptimizer.variables()`) named `gradient_accumulation/<variable>`
+and `gradient_accumulation/micro_steps`, made once per graph.
+"""
+
+import weakref
+from typing import Callable, Dict, List, Tuple
+
+import tensorflow as tf
+
+from managers import _tracking
+from managers import _validation
+
+_PREFIX = "gradient_accumulation"
+
+
+def check_steps(steps):
+  """Validates `gradient_accumulation_steps`: None, or an int >= 2."""
+  if steps is None:
+    return None
+  steps = _validation.check_positive_int("gradient_accumulation_steps", steps)
+  if steps < 2:
+    raise ValueError("`gradient_accumulation_steps` must be None or an int "
+                     f">= 2, got {steps}.")
+  return steps
+
+
+def _accumulator_dtype(var) -> tf.DType:
+  return tf.float64 if var.dtype.base_dtype == tf.float64 else tf.float32
+
+
+class GradientAccumulator:
+  """Accumulators and the micro-step counter of one optimizer, per graph."""
+
+  def __init__(self, owner: _tracking.Trackable, steps: int):
+    self._owner = owner
+    self._steps = steps
+    self._by_graph = weakref.WeakKeyDictionary()
+
+  @property
+  def steps(self) -> int:
+    return self._steps
+
+  def variables(self) -> List[tf.Variable]:
+    """The current graph's accumulators and counter (none before use)."""
+    with tf.init_scope():
+      if tf.executing_eagerly():
+        return []
+      found = self._by_graph.get(tf.compat.v1.get_default_graph())
+    return [] if found is None else [*found[0].values(), found[1]]
+
+  def _state(self, variables) -> Tuple[Dict, tf.Variable]:
+    """Creates (once per graph, in cross-replica context) and returns state."""
+    with tf.init_scope():
+      graph = tf.compat.v1.get_default_graph()
+      found = self._by_graph.get(graph)
+      if found is not None:
+        return found
+      accumulators = {}
+      with graph.name_scope(None):
+        for var in variables:
+          with tf.device(var.device):  # Next to the variable it serves.
+            accumulators[var.ref()] = tf.compat.v1.Variable(
+                tf.zeros(var.shape, _accumulator_dtype(var)),
+                name=f"{_PREFIX}/{var.op.name}", trainable=False,
+                use_resource=True,
+                synchronization=tf.VariableSynchronization.ON_READ,
+                aggregation=tf.VariableAggregation.SUM)
+          _tracking.track(self._owner, accumulators[var.ref()],
+                          f"{_PREFIX}/{var.op.name}")
+        counter = tf.compat.v1.Variable(
+            0, dtype=tf.int64, name=f"{_PREFIX}/micro_steps", trainable=False,
+            use_resource=True,
+            synchronization=tf.VariableSynchronization.ON_WRITE,
+            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        _tracking.track(self._owner, counter, f"{_PREFIX}/micro_steps")
+      self._by_graph[graph] = (accumulators, counter)
+      return accumulators, counter
+
+  def micro_step(self, strategy: tf.distribute.Strategy, grads_and_vars,
+                 apply: Callable) -> tf.Operation:
+    """Builds one finite micro-step (see the module docstring).
+
+    Args:
+      strategy: The strategy whose cross-replica context this runs in.
+      grads_and_vars: Unscaled (gradient, variable) pairs of this micro-step;
+        per-replica values under a strategy.
+      apply: Called with the window's mean (gradient, variable) pairs (again
+        per replica) to build the inner optimizer's update op.
+
+    Returns:
+      The op of the micro-step.
+    """
+    pairs = [(g, v) for g, v in grads_and_vars if g is not None]
+    accumulators, counter = self._state([v for _, v in pairs])
+
+    def add(*grads):
+      ops = []
+      for grad, (_, var) in zip(grads, pairs):
+        acc = accumulators[var.ref()]
+        if isinstance(grad, tf.IndexedSlices):
+          ops.append(acc.scatter_add(tf.IndexedSlices(
+              tf.cast(grad.values, acc.dtype), grad.indices)))
+        else:
+          ops.append(acc.assign_add(tf.cast(grad, acc.dtype),
+                                    read_value=False))
+      return tf.group(*ops)
+
+    added = strategy.extended.call_for_each_replica(
+        add, args=tuple(g for g, _ in pairs))
+    with tf.control_dependencies([strategy.group(added)]):
+      counted = counter.assign_add(1, read_value=False)
+    with tf.control_dependencies([counted]):
+      count = counter.read_value()
+
+    def apply_window():
+      def means():
+        return [tf.cast(accumulators[v.ref()].read_value() / self._steps,
+                        v.dtype.base_dtype) for _, v in pairs]
+
+      mean_grads = strategy.extended.call_for_each_replica(means)
+      applied = apply(list(zip(mean_grads, [v for _, v in pairs])))
+      with tf.control_dependencies([applied]):
+
+        def reset():
+          return tf.group(*[accumulators[v.ref()].assign(
+              tf.zeros_like(accumulators[v.ref()]), read_value=False)
+                            for _, v in pairs])
+
+        return tf.group(strategy.group(
+            strategy.extended.call_for_each_replica(reset)),
+                        counter.assign(0, read_value=False))
+
+    return tf.cond(count >= self._steps, apply_window, tf.no_op)
