@@ -2,6 +2,7 @@
 # a machine needs only python3 (3.11), pip and make.
 #
 #   make demo    fp32 vs fp16 vs fp16 + loss scaling on scikit-learn's digits
+#   make bert-demo  BERT-style fp16 pre-training: clipping + accumulation
 #   make test    the test suite on TensorFlow 2.21 and on TensorFlow 2.15
 #   make bench   overhead benchmarks (writes BENCHMARKS.md)
 #   make soak    20,000-step soak run
@@ -14,7 +15,7 @@ PYTEST_ARGS ?=
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test bench soak venvs clean
+.PHONY: demo bert-demo test bench soak venvs clean
 
 # .venv/tf2.21/.ready: a venv with the pinned requirements and this project.
 $(VENV)/tf%/.ready: requirements/tf%.txt setup.py
@@ -30,6 +31,9 @@ venvs: $(VENV)/tf$(NEWEST)/.ready $(VENV)/tf$(OLDEST)/.ready
 
 demo: $(VENV)/tf$(NEWEST)/.ready
 	$(VENV)/tf$(NEWEST)/bin/python examples/digits_demo.py
+
+bert-demo: $(VENV)/tf$(NEWEST)/.ready
+	$(VENV)/tf$(NEWEST)/bin/python -m examples.bert_pretraining
 
 test: test-$(NEWEST) test-$(OLDEST)
 
