@@ -1,0 +1,47 @@
+"""The README's examples run as written, and its names exist.
+
+Every ```python block that imports tensorflow is a complete program: it runs
+in a fresh interpreter (a subprocess, because programs call
+`disable_eager_execution()`), from a temporary directory.
+"""
+
+import pathlib
+import re
+import subprocess
+import sys
+
+from absl.testing import parameterized
+
+import managers
+import mp_optimizer
+
+README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+TEXT = README.read_text()
+PROGRAMS = [block for block in re.findall(r"```python\n(.*?)```", TEXT, re.S)
+            if "import tensorflow" in block]
+
+
+class ReadmeTest(parameterized.TestCase):
+
+  def test_the_two_setup_commands_come_first(self):
+    first_block = re.search(r"```\n(.*?)```", TEXT, re.S).group(1)
+    self.assertIn("make demo", first_block)
+    self.assertIn("make test", first_block)
+
+  def test_there_are_programs_to_run(self):
+    self.assertNotEmpty(PROGRAMS)
+
+  @parameterized.parameters(*[(i,) for i in range(len(PROGRAMS))])
+  def test_program_runs(self, index):
+    result = subprocess.run(
+        [sys.executable, "-c", PROGRAMS[index]], capture_output=True,
+        text=True, timeout=600, cwd=self.create_tempdir().full_path,
+        env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin",
+             "PYTHONPATH": str(README.parent)})
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+
+  def test_documented_names_exist(self):
+    for name in re.findall(r"`mp_optimizer\.(\w+)", TEXT):
+      self.assertTrue(hasattr(mp_optimizer, name), name)
+    for name in re.findall(r"`managers\.(\w+)", TEXT):
+      self.assertTrue(hasattr(managers, name), name)
