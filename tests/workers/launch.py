@@ -1,0 +1,126 @@
+"""Starting worker processes for the tests, bounded in time, always stopped.
+
+Every worker runs in its own process group with this interpreter and this
+checkout on `PYTHONPATH`. Whatever happens (a timeout, an exception in the
+test), every process group started here is killed with SIGKILL before the
+call returns, so no worker outlives its test.
+"""
+
+import contextlib
+import dataclasses
+import json
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List, Optional, Sequence
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+WORKERS_DIR = pathlib.Path(__file__).resolve().parent
+LOOPBACK = "127.0.0.1"
+
+
+@dataclasses.dataclass
+class Finished:
+  """What one worker left behind."""
+  returncode: Optional[int]  # None: it was killed at the deadline.
+  log: str
+
+  def tail(self, chars: int = 4000) -> str:
+    return self.log[-chars:]
+
+
+def scratch_dir(testcase) -> str:
+  """A new temporary directory, removed when `testcase` finishes."""
+  path = tempfile.mkdtemp(prefix="mp_optimizer_test.")
+  testcase.addCleanup(shutil.rmtree, path, ignore_errors=True)
+  return path
+
+
+def free_ports(count: int) -> List[int]:
+  """Returns `count` distinct TCP ports that were free on 127.0.0.1 just now."""
+  with contextlib.ExitStack() as stack:
+    sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+    for sock in sockets:
+      sock.bind((LOOPBACK, 0))
+    return [sock.getsockname()[1] for sock in sockets]
+
+
+def tf_config(ports: Sequence[int], index: int) -> str:
+  """The `TF_CONFIG` of worker `index` in a cluster of loopback workers."""
+  return json.dumps({
+      "cluster": {"worker": [f"{LOOPBACK}:{port}" for port in ports]},
+      "task": {"type": "worker", "index": index},
+  })
+
+
+def worker_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+  env = dict(os.environ)
+  env["PYTHONPATH"] = os.pathsep.join(
+      [str(REPO_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+  env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  env.update(extra or {})
+  return env
+
+
+def kill_group(process: subprocess.Popen) -> None:
+  """SIGKILLs the process group of `process` (it leads its own group)."""
+  if process.poll() is None:
+    with contextlib.suppress(ProcessLookupError):
+      os.killpg(process.pid, signal.SIGKILL)
+  process.wait()
+
+
+class Worker:
+  """One worker process: `python tests/workers/<script> args...`."""
+
+  def __init__(self, script: str, args: Sequence[str], log_dir: str,
+               env: Optional[Dict[str, str]] = None,
+               executable: Optional[str] = None):
+    self._log_path = pathlib.Path(
+        tempfile.mkstemp(prefix=script + ".", suffix=".log", dir=log_dir)[1])
+    with open(self._log_path, "wb") as log:
+      self.process = subprocess.Popen(  # pylint: disable=consider-using-with
+          [executable or sys.executable, str(WORKERS_DIR / script), *args],
+          env=worker_env(env), stdin=subprocess.DEVNULL, stdout=log,
+          stderr=subprocess.STDOUT, start_new_session=True)
+
+  def log(self) -> str:
+    return self._log_path.read_text(errors="replace")
+
+  def kill(self) -> None:
+    kill_group(self.process)
+
+
+def wait_all(workers: Sequence[Worker], timeout: float) -> List[Finished]:
+  """Waits for every worker until `timeout` seconds pass, then kills the rest.
+
+  Returns:
+    One `Finished` per worker; `returncode` is None for a worker that was
+    still running at the deadline (and was killed).
+  """
+  deadline = time.monotonic() + timeout
+  timed_out = set()
+  try:
+    for index, worker in enumerate(workers):
+      try:
+        worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+      except subprocess.TimeoutExpired:
+        timed_out.add(index)
+  finally:
+    for worker in workers:
+      worker.kill()
+  return [Finished(None if i in timed_out else w.process.returncode, w.log())
+          for i, w in enumerate(workers)]
+
+
+def describe(finished: Sequence[Finished]) -> str:
+  """A failure message with every worker's exit status and log tail."""
+  return "\n".join(
+      f"--- worker {i}: returncode={f.returncode} (None: killed at the "
+      f"deadline)\n{f.tail()}" for i, f in enumerate(finished))
