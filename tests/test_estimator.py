@@ -8,9 +8,6 @@ the replica the data names, so which runs skip is known in advance and the
 expected scales below are worked by hand.
 """
 
-import subprocess
-import sys
-
 from absl.testing import parameterized
 import numpy as np
 import pytest
@@ -144,11 +141,7 @@ class MirroredEstimatorTest(parameterized.TestCase):
 class EstimatorExampleTest(parameterized.TestCase):
 
   def test_example_runs_and_reports_resumed_state(self):
-    result = subprocess.run(
-        [sys.executable, str(launch.REPO_ROOT / "examples" /
-                             "estimator_example.py")],
-        env=launch.worker_env(), capture_output=True, text=True, timeout=300,
-        check=False)
+    result = launch.run_example("estimator_example.py")
     self.assertEqual(result.returncode, 0, result.stderr[-4000:])
     self.assertIn("resumed loss scale", result.stdout)
     self.assertIn("skipped", result.stdout)

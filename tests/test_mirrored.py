@@ -14,6 +14,7 @@ import tensorflow as tf
 import managers
 import mp_optimizer
 from tests import models
+from tests.workers import launch
 from tests.workers import replicated
 
 v1 = tf.compat.v1
@@ -168,6 +169,18 @@ class CrossReplicaContextTest(parameterized.TestCase):
             managers.FixedLossScaleManager(4))
         with self.assertRaisesRegex(RuntimeError, "strategy.run"):
           opt.apply_gradients([(tf.constant(1.0), w)])
+
+
+class ExampleTest(parameterized.TestCase):
+
+  def test_example_keeps_replicas_identical_through_overflows(self):
+    result = launch.run_example("mirrored_example.py")
+    self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+    lines = result.stdout.splitlines()
+    self.assertLen([line for line in lines if "overflows)" in line], 3)
+    self.assertTrue(all(line.endswith("replicas identical: True")
+                        for line in lines if line.startswith("run")))
+    self.assertEqual(lines[-1], "60 runs: 57 applied, 3 skipped")
 
 
 if __name__ == "__main__":

@@ -117,5 +117,17 @@ class CrashAndResumeTest(parameterized.TestCase):
       self.assertEqual(np.log2(value), np.round(np.log2(value)))
 
 
+class ExampleTest(parameterized.TestCase):
+
+  def test_example_restarts_from_the_checkpoint(self):
+    result = launch.run_example("monitored_session_example.py")
+    self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+    session_1, session_2 = result.stdout.split("session 2")
+    self.assertIn("starts at global_step 0,", session_1)
+    self.assertIn("last checkpoint: global_step 150,", session_1)
+    self.assertIn("starts at global_step 150,", session_2)
+    self.assertIn("last checkpoint: global_step 300,", session_2)
+
+
 if __name__ == "__main__":
   tf.test.main()

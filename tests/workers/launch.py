@@ -140,6 +140,22 @@ def wait_for(condition: Callable[[], bool], workers: Sequence[Worker],
   return condition()
 
 
+def run_example(name: str,
+                timeout: float = 300) -> subprocess.CompletedProcess:
+  """Runs examples/<name> to completion (or kills it at `timeout`)."""
+  process = subprocess.Popen(  # pylint: disable=consider-using-with
+      [sys.executable, str(REPO_ROOT / "examples" / name)], env=worker_env(),
+      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True, start_new_session=True)
+  try:
+    stdout, stderr = process.communicate(timeout=timeout)
+  except subprocess.TimeoutExpired:
+    kill_group(process)
+    stdout, stderr = process.communicate()
+  return subprocess.CompletedProcess(process.args, process.returncode, stdout,
+                                     stderr)
+
+
 def describe(finished: Sequence[Finished]) -> str:
   """A failure message with every worker's exit status and log tail."""
   return "\n".join(
