@@ -81,16 +81,21 @@ def kill_group(process: subprocess.Popen) -> None:
 
 
 class Worker:
-  """One worker process: `python tests/workers/<script> args...`."""
+  """One worker process: `[launcher...] python tests/workers/<script> args...`.
+
+  `launcher` is a command that starts the Python process itself, such as
+  `horovodrun -np 2 ...`; it and everything it starts share the worker's
+  process group.
+  """
 
   def __init__(self, script: str, args: Sequence[str], log_dir: str,
                env: Optional[Dict[str, str]] = None,
-               executable: Optional[str] = None):
+               launcher: Sequence[str] = ()):
     self._log_path = pathlib.Path(
         tempfile.mkstemp(prefix=script + ".", suffix=".log", dir=log_dir)[1])
     with open(self._log_path, "wb") as log:
       self.process = subprocess.Popen(  # pylint: disable=consider-using-with
-          [executable or sys.executable, str(WORKERS_DIR / script), *args],
+          [*launcher, sys.executable, str(WORKERS_DIR / script), *args],
           env=worker_env(env), stdin=subprocess.DEVNULL, stdout=log,
           stderr=subprocess.STDOUT, start_new_session=True)
 

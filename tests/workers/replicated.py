@@ -61,13 +61,13 @@ def make_optimizer(manager_name: str) -> tf.compat.v1.train.Optimizer:
       MANAGERS[manager_name]())
 
 
-def reference_weights() -> list:
+def reference_weights(average: bool = False) -> list:
   """w after 0, 1, 2, ... clean steps of the inner optimizer on one device.
 
   Outside an Estimator, a v1 optimizer under a strategy sums the replicas'
-  gradients (`tf.distribute` leaves dividing the loss to the user). Here the
-  same sum comes from the sum of the replicas' losses, with TF's own
-  optimizer and no loss scaling.
+  gradients (`tf.distribute` leaves dividing the loss to the user); Horovod
+  averages them (`average=True`). Here the same sum or mean comes from the
+  replicas' losses, with TF's own optimizer and no loss scaling.
   """
   v1 = tf.compat.v1
   with tf.Graph().as_default() as graph:
@@ -75,7 +75,7 @@ def reference_weights() -> list:
     xs, ys = all_replica_data()
     total = tf.add_n([loss(w, xs[r], ys[r]) for r in range(REPLICAS)])
     train_op = v1.train.MomentumOptimizer(LEARNING_RATE, MOMENTUM).minimize(
-        total)
+        total / REPLICAS if average else total)
     with v1.Session(graph=graph) as sess:
       sess.run(v1.global_variables_initializer())
       weights = [sess.run(w)]
