@@ -1,4 +1,4 @@
-"""Loss scaling in an Estimator: train, evaluate, train again from the checkpoint.
+"""Loss scaling in an Estimator: train, evaluate, train again from a checkpoint.
 
 A float16 softmax classifier on scikit-learn's bundled digits, trained with
 both managers. Each manager is built once, outside `model_fn`, and starts far

@@ -48,8 +48,8 @@ def main() -> None:
       half = BATCH // len(DEVICES)
       x = images_in[replica * half:(replica + 1) * half]
       y = labels_in[replica * half:(replica + 1) * half]
-      logits = tf.cast(tf.matmul(tf.cast(x, tf.float16), tf.cast(w, tf.float16)),
-                       tf.float32)
+      logits16 = tf.matmul(tf.cast(x, tf.float16), tf.cast(w, tf.float16))
+      logits = tf.cast(logits16, tf.float32)
       loss = v1.losses.sparse_softmax_cross_entropy(y, logits)
       poison = tf.where(tf.equal(replica, overflow_replica), np.inf, 1.0)
       return opt.minimize(loss * poison, global_step=global_step)

@@ -33,8 +33,9 @@ def build_graph(manager: managers.LossScaleManager) -> dict:
       data.shuffle(len(digits.target), seed=0).repeat().batch(BATCH)).get_next()
   w = v1.get_variable("w", [64, 10], initializer=v1.zeros_initializer())
   b = v1.get_variable("b", [10], initializer=v1.zeros_initializer())
-  logits = tf.cast(tf.matmul(tf.cast(images, tf.float16), tf.cast(w, tf.float16))
-                   + tf.cast(b, tf.float16), tf.float32)
+  logits16 = (tf.matmul(tf.cast(images, tf.float16), tf.cast(w, tf.float16))
+              + tf.cast(b, tf.float16))
+  logits = tf.cast(logits16, tf.float32)
   loss = v1.losses.sparse_softmax_cross_entropy(labels, logits)
   opt = mp_optimizer.LossScaleOptimizer(v1.train.MomentumOptimizer(0.05, 0.9),
                                         manager)

@@ -27,8 +27,6 @@ pytestmark = pytest.mark.skipif(
 NO_REPLICA = estimator_model.NO_REPLICA
 MANAGERS = estimator_model.MANAGERS
 SCALE_NAMES = estimator_model.SCALE_NAMES
-# Built at import, before any graph exists (TF #37666 was this case).
-OUTSIDE_MANAGER = {name: make() for name, make in MANAGERS.items()}
 
 
 def _estimator(model_fn, model_dir, **config):
@@ -43,6 +41,12 @@ def _optimizer(manager, inner=None):
       inner or v1.train.GradientDescentOptimizer(0.05), manager)
 
 
+# Built at import, before any graph exists (TF #37666 was this case).
+OUTSIDE_MANAGER = {name: make() for name, make in MANAGERS.items()}
+OUTSIDE_OPTIMIZER = {name: _optimizer(make()) for name, make in
+                     MANAGERS.items()}
+
+
 def _scales_and_steps(rows, name, *counters):
   return [tuple(row[key] for key in (SCALE_NAMES[name], *counters,
                                      "global_step")) for row in rows]
@@ -51,24 +55,27 @@ def _scales_and_steps(rows, name, *counters):
 class EstimatorTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
-      (f"{name}_built_{where}", name, get_manager)
+      (f"{name}_{where}", name, make_optimizer)
       for name in sorted(MANAGERS)
-      for where, get_manager in (
-          ("outside", lambda name=name: OUTSIDE_MANAGER[name]),
-          ("in_model_fn", MANAGERS[name])))
-  def test_train_evaluate_train_resumes_the_scale(self, name, get_manager):
+      for where, make_optimizer in (
+          ("all_in_model_fn", lambda name=name: _optimizer(MANAGERS[name]())),
+          ("manager_outside",
+           lambda name=name: _optimizer(OUTSIDE_MANAGER[name])),
+          ("optimizer_outside", lambda name=name: OUTSIDE_OPTIMIZER[name])))
+  def test_train_evaluate_train_resumes_the_scale(self, name, make_optimizer):
     built = {}
 
     def get_optimizer():
-      built["manager"] = get_manager()
-      return _optimizer(built["manager"])
+      built["optimizer"] = make_optimizer()
+      return built["optimizer"]
 
     est = _estimator(estimator_model.make_model_fn(get_optimizer),
                      launch.scratch_dir(self.addCleanup))
     input_fn = estimator_model.make_input_fn(
         [NO_REPLICA, 0, NO_REPLICA, NO_REPLICA])
-    first, second = (estimator_model.StateRecorder(lambda: built["manager"])
-                     for _ in range(2))
+    first, second = (
+        estimator_model.StateRecorder(
+            lambda: built["optimizer"].loss_scale_manager) for _ in range(2))
     est.train(input_fn, steps=2, hooks=[first])
     evaluation = est.evaluate(input_fn, steps=1)
     est.train(input_fn, steps=2, hooks=[second])

@@ -21,7 +21,8 @@ hvd = pytest.importorskip(
     "horovod.tensorflow",
     reason="horovod is not installed (it is built from source against the "
            "installed TensorFlow; see the README)")
-from tests.workers import horovod_worker  # pylint: disable=g-import-not-at-top,wrong-import-position
+# Imports horovod itself, so only after the check above.
+from tests.workers import horovod_worker  # pylint: disable=C0413
 
 TIMEOUT_SECONDS = 300
 RANKS = replicated.REPLICAS

@@ -109,8 +109,9 @@ class MirroredStrategyTest(parameterized.TestCase):
   def test_same_numbers_as_tensorflow_builtin_under_the_strategy(self):
     ours = _Run(self, lambda: mp_optimizer.LossScaleOptimizer(
         v1.train.AdamOptimizer(0.01), managers.DynamicLossScale(8, 2)))
-    theirs = _Run(self, lambda: v1.mixed_precision.MixedPrecisionLossScaleOptimizer(
-        v1.train.AdamOptimizer(0.01), v1.mixed_precision.DynamicLossScale(8, 2)))
+    tf_mp = v1.mixed_precision
+    theirs = _Run(self, lambda: tf_mp.MixedPrecisionLossScaleOptimizer(
+        v1.train.AdamOptimizer(0.01), tf_mp.DynamicLossScale(8, 2)))
     for poisoned_replica in replicated.SCHEDULE:
       for run in (ours, theirs):
         run.step(poisoned_replica, np.inf)

@@ -93,8 +93,8 @@ class CrashAndResumeTest(parameterized.TestCase):
     self.assert_same_bits(
         record, {name: reader.get_tensor(name.replace("__", "/"))
                  for name in record})
-    self.assertGreaterEqual(step,
-                            CHECKPOINTS_BEFORE_KILL * mts_train.CHECKPOINT_STEPS)
+    self.assertGreaterEqual(
+        step, CHECKPOINTS_BEFORE_KILL * mts_train.CHECKPOINT_STEPS)
     scale_state = [SCALE_NAMES[manager], *COUNTER_NAMES[manager]]
     self.assertContainsSubset(scale_state, record)
     # The overflow schedule moved the state away from where it started.

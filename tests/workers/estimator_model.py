@@ -57,7 +57,12 @@ def make_model_fn(get_optimizer):
 
 
 class StateRecorder(v1.train.SessionRunHook):
-  """After every run: global_step and the manager's state, by variable name."""
+  """Records training state through public hooks.
+
+  `rows`: after every run, global_step and each of the manager's state
+  variables, by name. `replica_values`: at the end, every global variable's
+  value on each local replica.
+  """
 
   def __init__(self, manager_of_graph):
     self._manager_of_graph = manager_of_graph

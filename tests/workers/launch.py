@@ -64,6 +64,7 @@ def tf_config(ports: Sequence[int], index: int) -> str:
 
 
 def worker_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+  """This environment, with this checkout importable, plus `extra`."""
   env = dict(os.environ)
   env["PYTHONPATH"] = os.pathsep.join(
       [str(REPO_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
@@ -91,8 +92,10 @@ class Worker:
   def __init__(self, script: str, args: Sequence[str], log_dir: str,
                env: Optional[Dict[str, str]] = None,
                launcher: Sequence[str] = ()):
-    self._log_path = pathlib.Path(
-        tempfile.mkstemp(prefix=script + ".", suffix=".log", dir=log_dir)[1])
+    descriptor, log_path = tempfile.mkstemp(prefix=script + ".",
+                                            suffix=".log", dir=log_dir)
+    os.close(descriptor)
+    self._log_path = pathlib.Path(log_path)
     with open(self._log_path, "wb") as log:
       self.process = subprocess.Popen(  # pylint: disable=consider-using-with
           [*launcher, sys.executable, str(WORKERS_DIR / script), *args],

@@ -41,8 +41,9 @@ def main(out_path: str, model_dir: str, manager_name: str) -> None:
       tf.estimator.TrainSpec(input_fn, max_steps=APPLIED_STEPS,
                              hooks=[recorder]),
       tf.estimator.EvalSpec(input_fn, steps=1))
+  scale_name = estimator_model.SCALE_NAMES[manager_name]
   np.savez(out_path,
-           scales=[row[estimator_model.SCALE_NAMES[manager_name]] for row in recorder.rows],
+           scales=[row[scale_name] for row in recorder.rows],
            steps=[row["global_step"] for row in recorder.rows],
            **{name: values[0]
               for name, values in recorder.replica_values.items()})

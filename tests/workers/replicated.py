@@ -44,7 +44,7 @@ def replica_data(replica_id: int) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def all_replica_data() -> Tuple[np.ndarray, np.ndarray]:
-  """Every replica's batch, stacked: shapes (REPLICAS, 3, 4), (REPLICAS, 3, 2)."""
+  """Every replica's (x, y), stacked on a new first axis of size REPLICAS."""
   xs, ys = zip(*(replica_data(r) for r in range(REPLICAS)))
   return np.stack(xs), np.stack(ys)
 
