@@ -1,0 +1,188 @@
+"""MirroredStrategy on one machine: one verdict, one scale, identical replicas.
+
+Two replicas on two CPU devices of one session (`device_count`), built with
+`strategy.run` in a v1 graph. Each replica sees different data; a fed replica
+id makes that replica's loss (and so its gradients) NaN or Inf. The contract:
+when any replica overflows, every replica skips, the scale backs off once,
+and the replicas stay bit-identical; clean steps apply the mean gradient.
+"""
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+import managers
+import mp_optimizer
+from tests import models
+from tests.workers import launch
+from tests.workers import replicated
+
+v1 = tf.compat.v1
+DEVICES = ["/cpu:0", "/cpu:1"]
+# Two CPU devices in every session, without touching process-wide TF state.
+SESSION_CONFIG = v1.ConfigProto(device_count={"CPU": len(DEVICES)})
+NO_REPLICA = replicated.NO_REPLICA
+
+
+class _Run:
+  """One mirrored training graph and its session."""
+
+  def __init__(self, testcase, make_optimizer):
+    self.graph = tf.Graph()
+    with self.graph.as_default():
+      self.strategy = tf.distribute.MirroredStrategy(DEVICES)
+      self.poisoned_replica = v1.placeholder_with_default(NO_REPLICA, [])
+      self.poison = v1.placeholder_with_default(np.float32(np.nan), [])
+      xs, ys = replicated.all_replica_data()
+      with self.strategy.scope():
+        self.w = v1.get_variable("w", initializer=replicated.INITIAL_W)
+        self.global_step = v1.train.get_or_create_global_step()
+        self.optimizer = make_optimizer()
+
+        def step():
+          replica_id = (
+              tf.distribute.get_replica_context().replica_id_in_sync_group)
+          loss = replicated.loss(self.w, tf.gather(xs, replica_id),
+                                 tf.gather(ys, replica_id))
+          poison = tf.where(tf.equal(replica_id, self.poisoned_replica),
+                            self.poison, 1.0)
+          return self.optimizer.minimize(loss * poison,
+                                         global_step=self.global_step)
+
+        self.train_op = self.strategy.group(self.strategy.run(step))
+      self.session = v1.Session(graph=self.graph, config=SESSION_CONFIG)
+      testcase.addCleanup(self.session.close)
+      self.session.run(v1.global_variables_initializer())
+
+  def step(self, poisoned_replica: int, poison: float) -> None:
+    self.session.run(self.train_op, {self.poisoned_replica: poisoned_replica,
+                                     self.poison: poison})
+
+  def replica_values(self, variable) -> list:
+    """The value of `variable` on each replica, read from its own device."""
+    return self.session.run(
+        list(self.strategy.experimental_local_results(variable)))
+
+  def read(self, name: str):
+    variable, = [v for v in self.graph.get_collection(
+        v1.GraphKeys.GLOBAL_VARIABLES) if v.op.name == name]
+    return self.session.run(variable)
+
+
+class MirroredStrategyTest(parameterized.TestCase):
+
+  def assert_replicas_identical(self, run: _Run) -> None:
+    for variable in run.graph.get_collection(v1.GraphKeys.GLOBAL_VARIABLES):
+      values = run.replica_values(variable)
+      self.assertLen(values, len(DEVICES), variable.op.name)
+      for value in values[1:]:
+        self.assertEqual(np.asarray(values[0]).tobytes(),
+                         np.asarray(value).tobytes(), variable.op.name)
+
+  @parameterized.named_parameters(
+      (f"{manager}_{poison}_{graph}", manager, poison, graph == "legacy")
+      for manager in sorted(replicated.MANAGERS) for poison in (np.inf, np.nan)
+      for graph in ("tf2", "legacy"))
+  def test_one_replica_overflowing_skips_every_replica(self, manager, poison,
+                                                       legacy):
+    with models.legacy_graph_behavior(legacy):
+      run = _Run(self, lambda: replicated.make_optimizer(manager))
+    reference = replicated.reference_weights()
+    with run.graph.as_default():
+      scale = tf.identity(run.optimizer.get_loss_scale())
+    scales, steps = [], []
+    for poisoned_replica, applied_so_far in zip(
+        replicated.SCHEDULE, np.cumsum(replicated.APPLIED)):
+      w_before = run.replica_values(run.w)[0]
+      run.step(poisoned_replica, poison)
+      self.assert_replicas_identical(run)
+      w_after = run.replica_values(run.w)[0]
+      self.assertEqual(poisoned_replica == NO_REPLICA,
+                       not np.array_equal(w_before, w_after))
+      np.testing.assert_allclose(w_after, reference[applied_so_far],
+                                 rtol=1e-5, atol=1e-6)
+      scales.append(float(run.session.run(scale)))
+      steps.append(int(run.read("global_step")))
+    self.assertEqual(scales, replicated.EXPECTED_SCALES[manager])
+    self.assertEqual(steps, list(np.cumsum(replicated.APPLIED)))
+
+  def test_same_numbers_as_tensorflow_builtin_under_the_strategy(self):
+    ours = _Run(self, lambda: mp_optimizer.LossScaleOptimizer(
+        v1.train.AdamOptimizer(0.01), managers.DynamicLossScale(8, 2)))
+    tf_mp = v1.mixed_precision
+    theirs = _Run(self, lambda: tf_mp.MixedPrecisionLossScaleOptimizer(
+        v1.train.AdamOptimizer(0.01), tf_mp.DynamicLossScale(8, 2)))
+    for poisoned_replica in replicated.SCHEDULE:
+      for run in (ours, theirs):
+        run.step(poisoned_replica, np.inf)
+      for name in ("w", "w/Adam", "w/Adam_1", "global_step",
+                   "current_loss_scale", "good_steps"):
+        self.assertEqual(np.asarray(ours.read(name)).tobytes(),
+                         np.asarray(theirs.read(name)).tobytes(), name)
+    self.assertEqual(ours.read("current_loss_scale"), 4.0)
+
+  def test_scale_state_is_one_mirrored_variable_per_field(self):
+    manager = managers.ExponentialUpdateLossScaleManager(8, 2)
+    run = _Run(self, lambda: mp_optimizer.LossScaleOptimizer(
+        v1.train.GradientDescentOptimizer(0.1), manager))
+    with run.graph.as_default():
+      state = manager.variables()
+    self.assertEqual(sorted(v.op.name for v in state),
+                     ["bad_steps", "good_steps", "loss_scale"])
+    for variable in state:
+      self.assertLen(run.strategy.experimental_local_results(variable),
+                     len(DEVICES))
+      self.assertEqual(variable.aggregation,
+                       tf.VariableAggregation.ONLY_FIRST_REPLICA)
+      self.assertFalse(variable.trainable)
+
+
+class _RecordingManager(managers.FixedLossScaleManager):
+  """A fixed scale that notes the context of every `update_loss_scale` call."""
+
+  def __init__(self, loss_scale):
+    super().__init__(loss_scale)
+    self.update_contexts = []
+
+  def update_loss_scale(self, finite_grads):
+    self.update_contexts.append(tf.distribute.in_cross_replica_context())
+    return super().update_loss_scale(finite_grads)
+
+
+class CrossReplicaContextTest(parameterized.TestCase):
+
+  def test_verdict_and_update_are_made_once_in_cross_replica_context(self):
+    manager = _RecordingManager(4)
+    run = _Run(self, lambda: mp_optimizer.LossScaleOptimizer(
+        v1.train.GradientDescentOptimizer(0.1), manager))
+    self.assertEqual(manager.update_contexts, [True])
+    verdicts = [op for op in run.graph.get_operations()
+                if op.name.endswith("all_replicas_finite")]
+    self.assertLen(verdicts, 1)
+
+  def test_apply_gradients_under_scope_but_outside_run_is_refused(self):
+    with tf.Graph().as_default():
+      strategy = tf.distribute.MirroredStrategy(DEVICES)
+      with strategy.scope():
+        w = v1.get_variable("w", initializer=1.0)
+        opt = mp_optimizer.LossScaleOptimizer(
+            v1.train.GradientDescentOptimizer(0.1),
+            managers.FixedLossScaleManager(4))
+        with self.assertRaisesRegex(RuntimeError, "strategy.run"):
+          opt.apply_gradients([(tf.constant(1.0), w)])
+
+
+class ExampleTest(parameterized.TestCase):
+
+  def test_example_keeps_replicas_identical_through_overflows(self):
+    result = launch.run_example("mirrored_example.py")
+    self.assertEqual(result.returncode, 0, result.stderr[-4000:])
+    lines = result.stdout.splitlines()
+    self.assertLen([line for line in lines if "overflows)" in line], 3)
+    self.assertTrue(all(line.endswith("replicas identical: True")
+                        for line in lines if line.startswith("run")))
+    self.assertEqual(lines[-1], "60 runs: 57 applied, 3 skipped")
+
+
+if __name__ == "__main__":
+  tf.test.main()
