@@ -63,6 +63,9 @@ def _apply(strategy, parts: Parts, grads_and_vars, global_step, name):
   variables = [v for _, v in pairs]
   grads = tuple(g for g, _ in pairs)
   several = strategy.num_replicas_in_sync > 1
+  # One string object for every replica: the inner optimizer's merge_call
+  # regroups arguments by identity, and equal copies would become PerReplica.
+  inner_name = name + "-wrapped"
 
   def apply_local(*local):
     local = list(local)
@@ -71,7 +74,7 @@ def _apply(strategy, parts: Parts, grads_and_vars, global_step, name):
       if several:
         local = [_first_replica_only(g) for g in local]
     return parts.inner.apply_gradients(list(zip(local, variables)),
-                                       global_step, name + "-wrapped")
+                                       global_step, inner_name)
 
   if parts.clip is not None and several:
     grads = tuple(strategy.extended.batch_reduce_to(
@@ -89,10 +92,10 @@ def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
   def apply(pairs):
     return _apply(strategy, parts, pairs, global_step, name)
 
-  def use():
-    if parts.accumulator is None:
-      return apply(grads_and_vars)
-    return parts.accumulator.micro_step(strategy, grads_and_vars, apply)
+  if parts.accumulator is None:
+    use = lambda: apply(grads_and_vars)
+  else:
+    use = parts.accumulator.micro_step(strategy, grads_and_vars, apply)
 
   scale = parts.manager.get_loss_scale()
   if parts.manager.skips_nonfinite_steps:
