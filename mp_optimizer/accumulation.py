@@ -105,8 +105,12 @@ class GradientAccumulator:
       return accumulators, counter
 
   def micro_step(self, strategy: tf.distribute.Strategy, grads_and_vars,
-                 apply: Callable) -> tf.Operation:
-    """Builds one finite micro-step (see the module docstring).
+                 apply: Callable) -> Callable[[], tf.Operation]:
+    """Returns a function that builds one finite micro-step.
+
+    The state is made now, so that the returned function can run inside
+    control flow (the step's `tf.cond`): distributed variables must not be
+    created in a branch.
 
     Args:
       strategy: The strategy whose cross-replica context this runs in.
@@ -116,10 +120,14 @@ class GradientAccumulator:
         per replica) to build the inner optimizer's update op.
 
     Returns:
-      The op of the micro-step.
+      A function of no arguments returning the micro-step's op (see the
+      module docstring).
     """
     pairs = [(g, v) for g, v in grads_and_vars if g is not None]
     accumulators, counter = self._state([v for _, v in pairs])
+    return lambda: self._build(strategy, pairs, accumulators, counter, apply)
+
+  def _build(self, strategy, pairs, accumulators, counter, apply):
 
     def add(*grads):
       ops = []
@@ -141,21 +149,26 @@ class GradientAccumulator:
       count = counter.read_value()
 
     def apply_window():
-      def means():
-        return [tf.cast(accumulators[v.ref()].read_value() / self._steps,
-                        v.dtype.base_dtype) for _, v in pairs]
+      # Each replica's accumulator is read and reset through its own
+      # component, named explicitly: inside the window's tf.cond, an ON_READ
+      # variable read in replica context returned a stale value on the first
+      # of two MirroredStrategy replicas (seen on TF 2.21).
+      parts = [strategy.experimental_local_results(accumulators[v.ref()])
+               for _, v in pairs]
 
-      mean_grads = strategy.extended.call_for_each_replica(means)
-      applied = apply(list(zip(mean_grads, [v for _, v in pairs])))
+      def mean(components, var):
+        local = [tf.cast(c.read_value() / self._steps, var.dtype.base_dtype)
+                 for c in components]
+        # Replica ids are global; this worker holds len(local) of them, in
+        # order, so the id modulo that count picks the local component.
+        return strategy.experimental_distribute_values_from_function(
+            lambda context: local[context.replica_id_in_sync_group % len(local)])
+
+      means = [mean(components, v) for components, (_, v) in zip(parts, pairs)]
+      applied = apply(list(zip(means, [v for _, v in pairs])))
       with tf.control_dependencies([applied]):
-
-        def reset():
-          return tf.group(*[accumulators[v.ref()].assign(
-              tf.zeros_like(accumulators[v.ref()]), read_value=False)
-                            for _, v in pairs])
-
-        return tf.group(strategy.group(
-            strategy.extended.call_for_each_replica(reset)),
+        return tf.group(*[c.assign(tf.zeros_like(c), read_value=False)
+                          for components in parts for c in components],
                         counter.assign(0, read_value=False))
 
     return tf.cond(count >= self._steps, apply_window, tf.no_op)
