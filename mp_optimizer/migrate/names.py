@@ -1,4 +1,4 @@
-"""What `mp_optimizer.migrate` knows: the legacy names and their replacements.
+"""The legacy mixed-precision API: its names and where each one goes.
 
 Legacy code reached TensorFlow's mixed-precision API through many doors: the
 `tf.contrib.mixed_precision` module (and its two private modules), TF 1.14+'s
@@ -11,19 +11,10 @@ imported `tensorflow` under.
 """
 
 import dataclasses
-from typing import Dict, FrozenSet, Optional
-
-import libcst as cst
+from typing import Dict, FrozenSet, Optional, Set
 
 CONTRIB = "contrib"
 TF = "tf"
-
-
-@dataclasses.dataclass(frozen=True)
-class Finding:
-  """Something a human has to look at: `line` of the input and why."""
-  line: int
-  reason: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +95,7 @@ CONTRIB_MODULES: FrozenSet[str] = frozenset(
     m for m, family in MODULE_FAMILY.items() if family == CONTRIB)
 
 
-def _prefixes(dotted: str):
+def _prefixes(dotted: str) -> Set[str]:
   parts = dotted.split(".")
   return {".".join(parts[:i]) for i in range(1, len(parts))}
 
@@ -138,23 +129,6 @@ def is_member_of_contrib(path: str) -> bool:
   return ((parent in CONTRIB_MODULES or is_contrib_parent(parent))
           and path not in LEGACY_NAMES and family_of_module(path) is None
           and not is_contrib_parent(path))
-
-
-def code(node: cst.CSTNode) -> str:
-  """The source text of `node`."""
-  return cst.Module([]).code_for_node(node)
-
-
-def argument(call: cst.Call, position: int,
-             keyword: str) -> Optional[cst.BaseExpression]:
-  """The expression `call` passes as `keyword` (or at `position`), if any."""
-  for index, arg in enumerate(call.args):
-    if arg.keyword is not None:
-      if arg.keyword.value == keyword:
-        return arg.value
-    elif index == position and not arg.star:
-      return arg.value
-  return None
 
 
 # Private members of the legacy classes, from TF 1.15's contrib sources and
