@@ -121,7 +121,7 @@ class ExpressionPass(cst.CSTTransformer):
       self._report(original, f"`{source_text(original)}` (`{path}`) is used as a "
                    f"value: the codemod cannot tell which names are meant; "
                    f"{_BY_HAND}")
-    elif names.is_member_of_contrib(path):
+    elif names.is_unknown_contrib_member(path):
       self._report(original, f"`{path}` is not part of "
                    "tf.contrib.mixed_precision: no replacement")
     return updated

@@ -80,7 +80,7 @@ class FindingsPass(cst.CSTVisitor):
 
   def visit_Import(self, node: cst.Import) -> bool:
     for alias in node.names:
-      if names.is_member_of_contrib(source_text(alias.name)):
+      if names.is_unknown_contrib_member(source_text(alias.name)):
         self._report(node, f"`{source_text(alias.name)}` is not part of "
                      "tf.contrib.mixed_precision: no replacement")
     return False  # Names in imports are the import pass's business.
@@ -98,7 +98,7 @@ class FindingsPass(cst.CSTVisitor):
       return False
     for alias in node.names:
       full = f"{module}.{source_text(alias.name)}"
-      if names.is_member_of_contrib(full):
+      if names.is_unknown_contrib_member(full):
         self._report(node, f"`{full}` is not part of "
                      "tf.contrib.mixed_precision: no replacement")
     return False
