@@ -14,9 +14,9 @@ from typing import Dict, List, Optional, Set
 
 import libcst as cst
 
+from mp_optimizer.migrate import findings
 from mp_optimizer.migrate import names
 from mp_optimizer.migrate import resolve
-from mp_optimizer.migrate.findings import Finding
 from mp_optimizer.migrate.resolve import source_text
 
 _TYPE_CHECKS = frozenset({"builtins.isinstance", "builtins.issubclass"})
@@ -45,13 +45,13 @@ class ExpressionPass(cst.CSTTransformer):
   def __init__(self, refs: Dict[str, str]):
     super().__init__()
     self.refs = refs
-    self.findings: List[Finding] = []
+    self.findings: List[findings.Finding] = []
     self.needed: Set[str] = set()
     self.converted_tf_names = False
     self._resolve = resolve.Resolver(self.get_metadata)
 
   def _report(self, node: cst.CSTNode, reason: str) -> None:
-    self.findings.append(Finding(self._resolve.line(node), reason))
+    self.findings.append(findings.Finding(self._resolve.line(node), reason))
 
   def _ref(self, package: str, name: str, like=None) -> cst.Attribute:
     self.needed.add(package)
@@ -122,8 +122,7 @@ class ExpressionPass(cst.CSTTransformer):
                    f"value: the codemod cannot tell which names are meant; "
                    f"{_BY_HAND}")
     elif names.is_unknown_contrib_member(path):
-      self._report(original, f"`{path}` is not part of "
-                   "tf.contrib.mixed_precision: no replacement")
+      self._report(original, findings.unknown_contrib_member(path))
     return updated
 
   def _legacy_name(self, original, updated, target: names.Target):

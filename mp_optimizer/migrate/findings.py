@@ -36,6 +36,11 @@ class Finding:
   reason: str
 
 
+def unknown_contrib_member(path: str) -> str:
+  """Returns the reason to report `path`, a name contrib's modules never had."""
+  return f"`{path}` is not part of tf.contrib.mixed_precision: no replacement"
+
+
 class FindingsPass(cst.CSTVisitor):
   """Collects the findings that do not depend on a rewrite.
 
@@ -80,9 +85,7 @@ class FindingsPass(cst.CSTVisitor):
 
   def visit_Import(self, node: cst.Import) -> bool:
     for alias in node.names:
-      if names.is_unknown_contrib_member(source_text(alias.name)):
-        self._report(node, f"`{source_text(alias.name)}` is not part of "
-                     "tf.contrib.mixed_precision: no replacement")
+      self._check_contrib_member(node, source_text(alias.name))
     return False  # Names in imports are the import pass's business.
 
   def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
@@ -97,11 +100,12 @@ class FindingsPass(cst.CSTVisitor):
                      "name, then run again")
       return False
     for alias in node.names:
-      full = f"{module}.{source_text(alias.name)}"
-      if names.is_unknown_contrib_member(full):
-        self._report(node, f"`{full}` is not part of "
-                     "tf.contrib.mixed_precision: no replacement")
+      self._check_contrib_member(node, f"{module}.{source_text(alias.name)}")
     return False
+
+  def _check_contrib_member(self, node: cst.CSTNode, path: str) -> None:
+    if names.is_unknown_contrib_member(path):
+      self._report(node, unknown_contrib_member(path))
 
   def visit_ClassDef(self, node: cst.ClassDef) -> None:
     self._classes.append(
