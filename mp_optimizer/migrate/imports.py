@@ -134,7 +134,7 @@ class _ImportPass(cst.CSTTransformer):
         extra.append(_from_import("mp_optimizer", [cst.ImportAlias(
             cst.Name("contrib"), asname=cst.AsName(cst.Name(bound)))]))
       elif bound and names.family_of_module(dotted) and bound not in self._used:
-        pass
+        continue  # A legacy module nothing uses any more: dropped.
       else:
         kept.append(alias)
     if kept == list(node.names):
@@ -152,6 +152,7 @@ class _ImportPass(cst.CSTTransformer):
         return [node.with_changes(module=_dotted("mp_optimizer.contrib"))]
       return None
     groups = {}  # Destination module -> aliases, in order of appearance.
+    dropped = False
     for alias in node.names:
       name = source_text(alias.name)
       full = f"{module}.{name}"
@@ -166,14 +167,14 @@ class _ImportPass(cst.CSTTransformer):
         groups.setdefault("mp_optimizer", []).append(alias.with_changes(
             name=cst.Name("contrib"), asname=cst.AsName(cst.Name(bound))))
       elif names.family_of_module(full) and bound not in self._used:
-        groups.setdefault(None, [])
+        dropped = True  # A legacy module nothing uses any more.
       else:
         groups.setdefault(module, []).append(alias)
-    if list(groups) == [module]:
+    if list(groups) == [module] and not dropped:
       return None
     return [node.with_changes(module=_dotted(destination),
                               names=_fix_commas(aliases, node))
-            for destination, aliases in groups.items() if aliases]
+            for destination, aliases in groups.items()]
 
 
 def _from_import(module: str, aliases) -> cst.ImportFrom:
