@@ -133,10 +133,8 @@ class ExpressionPass(cst.CSTTransformer):
                    "replacement works with tf.compat.v1 optimizers only; use "
                    "tf.keras.mixed_precision here")
       return updated
-    call = self._resolve.parent(original)
-    if target.name == "enable_mixed_precision_graph_rewrite" and isinstance(
-        call, cst.Call) and call.func is original and "keras" in source_text(
-            _argument(call, 0, "opt") or cst.Name("_")):
+    if (target.name == "enable_mixed_precision_graph_rewrite" and
+        self._wraps_keras_optimizer(original)):
       self._report(original, f"{label} wraps a Keras optimizer: the "
                    "replacement takes tf.compat.v1 optimizers only; use "
                    "tf.keras.mixed_precision.LossScaleOptimizer")
@@ -155,6 +153,14 @@ class ExpressionPass(cst.CSTTransformer):
         self._resolve.legacy_path(original.value) in names.CONTRIB_MODULES):
       return updated  # Bound by an import: the import pass rewrites that.
     return self._ref(target.package, target.name, like=original)
+
+  def _wraps_keras_optimizer(self, func: cst.BaseExpression) -> bool:
+    """True for `func(opt, ...)` where the text of `opt` mentions `keras`."""
+    call = self._resolve.parent(func)
+    if not isinstance(call, cst.Call) or call.func is not func:
+      return False
+    optimizer = _argument(call, 0, "opt")
+    return optimizer is not None and "keras" in source_text(optimizer)
 
   def _is_alias_definition(self, node: cst.CSTNode) -> bool:
     assign = self._resolve.parent(node)
