@@ -44,8 +44,9 @@ def unknown_contrib_member(path: str) -> str:
 class FindingsPass(cst.CSTVisitor):
   """Collects the findings that do not depend on a rewrite.
 
-  Private-member findings count only in a file that refers to the legacy API
-  somewhere; elsewhere `self._opt` is just somebody's attribute.
+  Findings about private members and contrib's scale variable count only in a
+  file that refers to the legacy API somewhere; elsewhere `self._opt` is just
+  somebody's attribute.
 
   Args:
     converted_tf_names: Whether the expression pass converted one of
@@ -61,13 +62,15 @@ class FindingsPass(cst.CSTVisitor):
     self._resolve = resolve.Resolver(self.get_metadata)
     self._legacy_objects: Set[str] = set()  # `opt`, `self.opt`: legacy values.
     self._classes: List[bool] = []  # Does each enclosing class extend one?
-    self._private: List[Finding] = []  # Reported only if the file is legacy.
+    # Findings that count only if the file refers to the legacy API.
+    self._if_legacy: List[Finding] = []
     self._saw_legacy = False
     self._keras_line: Optional[int] = None
 
-  def _report(self, node: cst.CSTNode, reason: str, to=None) -> None:
-    line = self._resolve.line(node)
-    (self.findings if to is None else to).append(Finding(line, reason))
+  def _report(self, node: cst.CSTNode, reason: str,
+              only_if_legacy: bool = False) -> None:
+    found = Finding(self._resolve.line(node), reason)
+    (self._if_legacy if only_if_legacy else self.findings).append(found)
 
   # Module, imports, classes --------------------------------------------------
 
@@ -76,7 +79,7 @@ class FindingsPass(cst.CSTVisitor):
 
   def leave_Module(self, original_node: cst.Module) -> None:
     if self._saw_legacy:
-      self.findings.extend(self._private)
+      self.findings.extend(self._if_legacy)
     if self._converted_tf_names and self._keras_line is not None:
       self.findings.append(Finding(self._keras_line, (
           "this file also uses Keras mixed precision: the loss scales "
@@ -155,7 +158,7 @@ class FindingsPass(cst.CSTVisitor):
         value.func, cst.Attribute) and value.func.attr.value == "get_loss_scale":
       self._report(node, "contrib's get_loss_scale() returned the scale "
                    "variable, the replacement returns its value: take the "
-                   "variable from the manager's variables()", to=self._private)
+                   "variable from the manager's variables()", only_if_legacy=True)
     elif attr.startswith("_") and not attr.startswith("__") and (
         attr in names.DISTINCTIVE_PRIVATE or receiver in self._legacy_objects
         or (receiver == "self" and self._classes and self._classes[-1]
@@ -163,7 +166,7 @@ class FindingsPass(cst.CSTVisitor):
       hint = names.PRIVATE_HINTS.get(attr)
       self._report(node, f"`{receiver}.{attr}` is private to the legacy class "
                    "and the replacement has no such attribute" +
-                   (f"; use {hint}" if hint else ""), to=self._private)
+                   (f"; use {hint}" if hint else ""), only_if_legacy=True)
 
   def leave_SimpleString(self, original_node: cst.SimpleString) -> None:
     value = original_node.evaluated_value
