@@ -14,8 +14,8 @@ comments) is kept. By default a unified diff is printed (apply it with
 
 What cannot be converted safely is printed to stderr as `file:line: reason`.
 Exit status: 0 when nothing is left to do by hand, 1 when something is, 2 for
-bad usage or a file that cannot be read or parsed (the others are still
-processed).
+bad usage or a file that cannot be read, parsed or written (the others are
+still processed).
 
 From Python, `convert(source)` returns the new source and its findings.
 

@@ -41,12 +41,15 @@ def _python_files(paths: Sequence[str], errors: List[str]) -> Iterator[str]:
 
 def _process(path: str, in_place: bool) -> int:
   """Converts one file, prints its diff and findings; returns its status."""
-  with open(path, "rb") as f:
-    data = f.read()
   try:
+    with open(path, "rb") as f:
+      data = f.read()
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     old = data.decode(encoding)
     new, findings = convert(old)
+  except OSError as e:  # A dangling link, a file gone or not readable.
+    print(f"{path}: cannot read: {e.strerror or e}", file=sys.stderr)
+    return 2
   except (SyntaxError, UnicodeDecodeError) as e:
     print(f"{path}:{getattr(e, 'lineno', None) or 1}: cannot read: {e}",
           file=sys.stderr)
@@ -58,8 +61,12 @@ def _process(path: str, in_place: bool) -> int:
     print(f"{path}:{finding.line}: {finding.reason}", file=sys.stderr)
   if new != old:
     if in_place:
-      with open(path, "w", encoding=encoding, newline="") as f:
-        f.write(new)
+      try:
+        with open(path, "w", encoding=encoding, newline="") as f:
+          f.write(new)
+      except OSError as e:
+        print(f"{path}: cannot write: {e.strerror or e}", file=sys.stderr)
+        return 2
       print(f"rewrote {path}")
     else:
       diff = difflib.unified_diff(old.splitlines(keepends=True),
@@ -78,7 +85,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
   Returns:
     The exit status: 0 when nothing is left to do by hand, 1 when something
-    is, 2 for bad usage or a file that cannot be read or parsed.
+    is, 2 for bad usage or a file that cannot be read, parsed or written.
   """
   parser = argparse.ArgumentParser(
       prog="mp-optimizer-migrate",
@@ -87,7 +94,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "names to mp_optimizer and managers."),
       epilog=("Exit status: 0 nothing left to do by hand; 1 something needs a "
               "human (see the file:line: reason lines); 2 bad usage or a file "
-              "that cannot be read or parsed."))
+              "that cannot be read, parsed or written."))
   parser.add_argument("paths", nargs="+", metavar="PATH",
                       help="a Python file or a directory to search for *.py")
   parser.add_argument("--in-place", action="store_true",
