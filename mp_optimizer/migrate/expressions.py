@@ -61,14 +61,15 @@ class ExpressionPass(cst.CSTTransformer):
 
   def _context(self, node: cst.CSTNode) -> Optional[str]:
     """How `node` is used: "type check", "base", "keras" or None."""
-    parent = self._resolve.parent(node)
+    parent_of = self._resolve.parent
+    parent = parent_of(node)
     if isinstance(parent, cst.Call) and parent.func is node:
-      node, parent = parent, self._resolve.parent(parent)  # Judge `X(...)` as a whole.
+      node, parent = parent, parent_of(parent)  # Judge `X(...)` as a whole.
     while isinstance(parent, (cst.Element, cst.Tuple, cst.List)):
-      node, parent = parent, self._resolve.parent(parent)
+      node, parent = parent, parent_of(parent)
     if isinstance(parent, cst.ExceptHandler):
       return "type check"
-    owner = self._resolve.parent(parent) if isinstance(parent, cst.Arg) else None
+    owner = parent_of(parent) if isinstance(parent, cst.Arg) else None
     if isinstance(owner, cst.ClassDef):
       return "base" if parent in owner.bases else None
     if not isinstance(owner, cst.Call):
@@ -88,7 +89,6 @@ class ExpressionPass(cst.CSTTransformer):
 
   def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
     return False
-
 
   def leave_Name(self, original, updated):
     return self._reference(original, updated)
@@ -118,9 +118,9 @@ class ExpressionPass(cst.CSTTransformer):
     if family == names.TF and self._is_alias_definition(original):
       return updated  # `mp = tf.compat.v1.mixed_precision`: uses resolve.
     if family == names.TF or names.is_contrib_parent(path):
-      self._report(original, f"`{source_text(original)}` (`{path}`) is used as a "
-                   f"value: the codemod cannot tell which names are meant; "
-                   f"{_BY_HAND}")
+      self._report(original, f"`{source_text(original)}` (`{path}`) is used "
+                   "as a value: the codemod cannot tell which names are "
+                   f"meant; {_BY_HAND}")
     elif names.is_unknown_contrib_member(path):
       self._report(original, findings.unknown_contrib_member(path))
     return updated
@@ -172,8 +172,10 @@ class ExpressionPass(cst.CSTTransformer):
     """True if `node` is the object argument of a builtin getattr call."""
     arg = self._resolve.parent(node)
     call = self._resolve.parent(arg) if isinstance(arg, cst.Arg) else None
-    return (isinstance(call, cst.Call) and call.args[0] is arg and
-            _GETATTR in {q.name for q in self._resolve.qualified_names(call.func)})
+    if not isinstance(call, cst.Call) or call.args[0] is not arg:
+      return False
+    return _GETATTR in {q.name
+                        for q in self._resolve.qualified_names(call.func)}
 
   def leave_Call(self, original: cst.Call, updated: cst.Call):
     if len(original.args) < 2 or not self._getattr_owner(

@@ -158,7 +158,8 @@ class FindingsPass(cst.CSTVisitor):
         value.func, cst.Attribute) and value.func.attr.value == "get_loss_scale":
       self._report(node, "contrib's get_loss_scale() returned the scale "
                    "variable, the replacement returns its value: take the "
-                   "variable from the manager's variables()", only_if_legacy=True)
+                   "variable from the manager's variables()",
+                   only_if_legacy=True)
     elif attr.startswith("_") and not attr.startswith("__") and (
         attr in names.DISTINCTIVE_PRIVATE or receiver in self._legacy_objects
         or (receiver == "self" and self._classes and self._classes[-1]
