@@ -1,4 +1,4 @@
-"""Findings: what is left for a human, and the pass that finds most of them.
+"""Findings: what is left for a human, and the pass that reports the rest.
 
 The expression pass reports what it sees while it decides how to rewrite a
 legacy reference (a Keras API, a type check, a base class, a namespace used as
@@ -42,7 +42,7 @@ def unknown_contrib_member(path: str) -> str:
 
 
 class FindingsPass(cst.CSTVisitor):
-  """Collects the findings that do not depend on a rewrite.
+  """Collects the findings the expression pass does not make.
 
   Findings about private members and contrib's scale variable count only in a
   file that refers to the legacy API somewhere; elsewhere `self._opt` is just

@@ -19,7 +19,8 @@ def rewrite_imports(module: cst.Module) -> cst.Module:
 
   Args:
     module: A module whose other references the expression pass has already
-      rewritten: an import is dropped when nothing uses what it binds.
+      rewritten, so that an import of a legacy module can be dropped when
+      nothing uses the name it binds any more.
 
   Returns:
     The module with its imports rewritten.
@@ -78,8 +79,10 @@ class _ImportPass(cst.CSTTransformer):
 
   `from tensorflow.contrib.mixed_precision import X` becomes `from managers
   import X` (or `from mp_optimizer import X`); a contrib module imported under
-  a name becomes `from mp_optimizer import contrib as name`; an import of a
-  TensorFlow mixed-precision module whose name is no longer used is removed.
+  a name becomes `from mp_optimizer import contrib as name`; a plain
+  `import tensorflow.contrib.mixed_precision` becomes `import tensorflow` if
+  the file still uses `tensorflow`, else goes; an import of a TensorFlow
+  mixed-precision module whose name is no longer used is removed.
   """
 
   def __init__(self, used: Set[str]):
@@ -134,7 +137,7 @@ class _ImportPass(cst.CSTTransformer):
         extra.append(_from_import("mp_optimizer", [cst.ImportAlias(
             cst.Name("contrib"), asname=cst.AsName(cst.Name(bound)))]))
       elif bound and names.family_of_module(dotted) and bound not in self._used:
-        continue  # A legacy module nothing uses any more: dropped.
+        continue  # A TensorFlow module nothing uses any more: dropped.
       else:
         kept.append(alias)
     if kept == list(node.names):
@@ -167,7 +170,7 @@ class _ImportPass(cst.CSTTransformer):
         groups.setdefault("mp_optimizer", []).append(alias.with_changes(
             name=cst.Name("contrib"), asname=cst.AsName(cst.Name(bound))))
       elif names.family_of_module(full) and bound not in self._used:
-        dropped = True  # A legacy module nothing uses any more.
+        dropped = True  # A TensorFlow module nothing uses any more.
       else:
         groups.setdefault(module, []).append(alias)
     if list(groups) == [module] and not dropped:

@@ -32,6 +32,9 @@ def source_text(node: cst.CSTNode) -> str:
 class Resolver:
   """Answers what a node of the module being visited refers to.
 
+  The visitor calls `read_aliases` from its `visit_Module`, before it asks
+  about any node.
+
   Args:
     get_metadata: The `get_metadata` method of a visitor whose
       METADATA_DEPENDENCIES include `METADATA_DEPENDENCIES`; it is called
