@@ -1,4 +1,4 @@
-"""What `mp_optimizer.migrate` knows: the legacy names and their replacements.
+"""The legacy mixed-precision API: its names and where each one goes.
 
 Legacy code reached TensorFlow's mixed-precision API through many doors: the
 `tf.contrib.mixed_precision` module (and its two private modules), TF 1.14+'s
@@ -11,19 +11,10 @@ imported `tensorflow` under.
 """
 
 import dataclasses
-from typing import Dict, FrozenSet, Optional
-
-import libcst as cst
+from typing import Dict, FrozenSet, Optional, Set
 
 CONTRIB = "contrib"
 TF = "tf"
-
-
-@dataclasses.dataclass(frozen=True)
-class Finding:
-  """Something a human has to look at: `line` of the input and why."""
-  line: int
-  reason: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,10 +49,13 @@ _TF_TARGETS = {
 _MANAGER_NAMES = ("LossScaleManager", "FixedLossScaleManager",
                   "ExponentialUpdateLossScaleManager")
 
-_CONTRIB_MODULES = tuple(
+# The two spellings of contrib's public module; its private modules (and
+# everything else of contrib's) live below them.
+_CONTRIB_ROOTS = tuple(
     f"{root}.contrib.mixed_precision"
     for root in ("tensorflow", "tensorflow.compat.v1"))
-_TF_MODULES = tuple(
+# TensorFlow's public namespaces that held its own loss-scale names.
+_TF_NAMESPACES = tuple(
     f"{root}.{module}"
     for root in ("tensorflow", "tensorflow.compat.v1", "tensorflow.compat.v2")
     for module in ("train.experimental", "mixed_precision",
@@ -71,7 +65,7 @@ _TF_PRIVATE = "tensorflow.python.training.experimental"
 
 def _build_names() -> Dict[str, Target]:
   names = {}
-  for module in _CONTRIB_MODULES:
+  for module in _CONTRIB_ROOTS:
     for name, package in _CONTRIB_TARGETS.items():
       names[f"{module}.{name}"] = Target(package, name, CONTRIB)
     for name in _MANAGER_NAMES:
@@ -79,7 +73,7 @@ def _build_names() -> Dict[str, Target]:
           "managers", name, CONTRIB)
     names[f"{module}.python.loss_scale_optimizer.LossScaleOptimizer"] = Target(
         "mp_optimizer", "LossScaleOptimizer", CONTRIB)
-  for module in _TF_MODULES:
+  for module in _TF_NAMESPACES:
     for name, package in _TF_TARGETS.items():
       names[f"{module}.{name}"] = Target(package, name, TF)
   for name in ("LossScale", "FixedLossScale", "DynamicLossScale"):
@@ -95,16 +89,18 @@ def _build_names() -> Dict[str, Target]:
 
 LEGACY_NAMES: Dict[str, Target] = _build_names()
 
-# Modules whose every public member is a legacy name. The contrib ones map, as
-# a whole, onto `mp_optimizer.contrib` (a superset of each of them).
-MODULE_FAMILY: Dict[str, str] = {
+# Modules whose every public member is a legacy name. The contrib ones (the
+# roots and their two private modules, `...python.loss_scale_manager` and
+# `...python.loss_scale_optimizer`) map, as a whole, onto
+# `mp_optimizer.contrib` (a superset of each of them).
+_MODULE_FAMILY: Dict[str, str] = {
     name.rsplit(".", 1)[0]: target.family
     for name, target in LEGACY_NAMES.items()}
 CONTRIB_MODULES: FrozenSet[str] = frozenset(
-    m for m, family in MODULE_FAMILY.items() if family == CONTRIB)
+    m for m, family in _MODULE_FAMILY.items() if family == CONTRIB)
 
 
-def _prefixes(dotted: str):
+def _prefixes(dotted: str) -> Set[str]:
   parts = dotted.split(".")
   return {".".join(parts[:i]) for i in range(1, len(parts))}
 
@@ -113,18 +109,18 @@ def _prefixes(dotted: str):
 # `tensorflow.compat.v1.train`, ...): a star import from one of them hides
 # which legacy names a file uses.
 PARENT_MODULES: FrozenSet[str] = frozenset(
-    p for m in MODULE_FAMILY for p in _prefixes(m)) - frozenset(MODULE_FAMILY)
+    p for m in _MODULE_FAMILY for p in _prefixes(m)) - frozenset(_MODULE_FAMILY)
 
 
 def family_of_module(dotted: str) -> Optional[str]:
   """Returns CONTRIB or TF if `dotted` is a legacy module, else None."""
-  return MODULE_FAMILY.get(dotted)
+  return _MODULE_FAMILY.get(dotted)
 
 
 def is_contrib_path(dotted: str) -> bool:
-  """True for a contrib module or anything under one."""
+  """True for contrib's public module or anything under it."""
   return any(dotted == m or dotted.startswith(m + ".")
-             for m in _CONTRIB_MODULES)
+             for m in _CONTRIB_ROOTS)
 
 
 def is_contrib_parent(dotted: str) -> bool:
@@ -132,29 +128,12 @@ def is_contrib_parent(dotted: str) -> bool:
   return dotted in PARENT_MODULES and is_contrib_path(dotted)
 
 
-def is_member_of_contrib(path: str) -> bool:
+def is_unknown_contrib_member(path: str) -> bool:
   """True for `tf.contrib.mixed_precision.<a name it never had>`."""
   parent = path.rpartition(".")[0]
   return ((parent in CONTRIB_MODULES or is_contrib_parent(parent))
           and path not in LEGACY_NAMES and family_of_module(path) is None
           and not is_contrib_parent(path))
-
-
-def code(node: cst.CSTNode) -> str:
-  """The source text of `node`."""
-  return cst.Module([]).code_for_node(node)
-
-
-def argument(call: cst.Call, position: int,
-             keyword: str) -> Optional[cst.BaseExpression]:
-  """The expression `call` passes as `keyword` (or at `position`), if any."""
-  for index, arg in enumerate(call.args):
-    if arg.keyword is not None:
-      if arg.keyword.value == keyword:
-        return arg.value
-    elif index == position and not arg.star:
-      return arg.value
-  return None
 
 
 # Private members of the legacy classes, from TF 1.15's contrib sources and

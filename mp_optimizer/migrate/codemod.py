@@ -1,0 +1,44 @@
+"""`convert()`: one module's source through the passes, in order.
+
+1. `resolve.package_refs`: the names `mp_optimizer` and `managers` will go by.
+2. `expressions.ExpressionPass`: dotted legacy references are rewritten.
+3. `findings.FindingsPass`: what no rewrite can fix is reported.
+4. `imports.rewrite_imports`: legacy imports are rewritten or dropped.
+5. `imports.add_imports`: the packages the new code refers to are imported.
+"""
+
+from typing import List, Tuple
+
+import libcst as cst
+from libcst import metadata
+
+from mp_optimizer.migrate import expressions
+from mp_optimizer.migrate import findings
+from mp_optimizer.migrate import imports
+from mp_optimizer.migrate import resolve
+
+
+def convert(source: str) -> Tuple[str, List[findings.Finding]]:
+  """Rewrites one module's source.
+
+  Args:
+    source: Python source text.
+
+  Returns:
+    The new source (equal to `source` when nothing applies) and the findings
+    that need a human, sorted by line.
+
+  Raises:
+    libcst.ParserSyntaxError: If `source` does not parse.
+  """
+  wrapper = metadata.MetadataWrapper(cst.parse_module(source))
+  refs = resolve.package_refs(wrapper)
+  expression_pass = expressions.ExpressionPass(refs)
+  module = wrapper.visit(expression_pass)
+  findings_pass = findings.FindingsPass(expression_pass.converted_tf_names)
+  wrapper.visit(findings_pass)
+  module = imports.rewrite_imports(module)
+  if expression_pass.needed:
+    module = imports.add_imports(module, expression_pass.needed, refs)
+  found = set(expression_pass.findings) | set(findings_pass.findings)
+  return module.code, sorted(found, key=lambda f: (f.line, f.reason))

@@ -1,0 +1,218 @@
+"""The expression pass: legacy references rewritten where they are used.
+
+A dotted legacy reference (`tf.train.experimental.DynamicLossScale`, under any
+alias `resolve.Resolver` sees through) becomes `managers.X`/`mp_optimizer.X`,
+and a contrib module used as a value becomes `mp_optimizer.contrib`. A bare
+name bound by an import is left as it is: the import pass rewrites the import.
+Where a reference cannot be converted safely (it reaches a Keras API, it is a
+TensorFlow namespace used as a value, a `getattr` hides the name) it is left
+as written and reported as a `Finding`; a converted name whose meaning shifts
+(in a type check, as the base of a loss-scale subclass) is reported too.
+"""
+
+from typing import Dict, List, Optional, Set
+
+import libcst as cst
+
+from mp_optimizer.migrate import findings
+from mp_optimizer.migrate import names
+from mp_optimizer.migrate import resolve
+from mp_optimizer.migrate.resolve import source_text
+
+_TYPE_CHECKS = frozenset({"builtins.isinstance", "builtins.issubclass"})
+_GETATTR = "builtins.getattr"
+_TF_LOSS_SCALES = frozenset({"LossScale", "FixedLossScale", "DynamicLossScale"})
+_BY_HAND = "use managers.*/mp_optimizer.* names directly"
+
+
+class ExpressionPass(cst.CSTTransformer):
+  """Rewrites dotted legacy references; reports those it leaves alone.
+
+  Args:
+    refs: The names this file reaches the `mp_optimizer` and `managers`
+      packages by (the package names, unless those are taken).
+
+  Attributes:
+    findings: What this pass left for a human.
+    needed: The packages (keys of `refs`) the rewritten code refers to.
+    converted_tf_names: Whether one of TensorFlow's own loss-scale or
+      graph-rewrite names was converted (by this pass or, for a bare name,
+      by the import pass).
+  """
+
+  METADATA_DEPENDENCIES = resolve.METADATA_DEPENDENCIES
+
+  def __init__(self, refs: Dict[str, str]):
+    super().__init__()
+    self.refs = refs
+    self.findings: List[findings.Finding] = []
+    self.needed: Set[str] = set()
+    self.converted_tf_names = False
+    self._resolve = resolve.Resolver(self.get_metadata)
+
+  def _report(self, node: cst.CSTNode, reason: str) -> None:
+    self.findings.append(findings.Finding(self._resolve.line(node), reason))
+
+  def _ref(self, package: str, name: str, like=None) -> cst.Attribute:
+    self.needed.add(package)
+    new = cst.Attribute(cst.Name(self.refs[package]), cst.Name(name))
+    return new if like is None else new.with_changes(lpar=like.lpar,
+                                                     rpar=like.rpar)
+
+  def _context(self, node: cst.CSTNode) -> Optional[str]:
+    """How `node` is used: "type check", "base", "keras" or None."""
+    parent_of = self._resolve.parent
+    parent = parent_of(node)
+    if isinstance(parent, cst.Call) and parent.func is node:
+      node, parent = parent, parent_of(parent)  # Judge `X(...)` as a whole.
+    while isinstance(parent, (cst.Element, cst.Tuple, cst.List)):
+      node, parent = parent, parent_of(parent)
+    if isinstance(parent, cst.ExceptHandler):
+      return "type check"
+    owner = parent_of(parent) if isinstance(parent, cst.Arg) else None
+    if isinstance(owner, cst.ClassDef):
+      return "base" if parent in owner.bases else None
+    if not isinstance(owner, cst.Call):
+      return None
+    func_names = {q.name for q in self._resolve.qualified_names(owner.func)}
+    if func_names & _TYPE_CHECKS and owner.args.index(parent) == 1:
+      return "type check"
+    if any("keras" in n.split(".") for n in func_names):
+      return "keras"
+    return None
+
+  def visit_Module(self, node: cst.Module) -> None:
+    self._resolve.read_aliases(node)
+
+  def visit_Import(self, node: cst.Import) -> bool:
+    return False  # The import pass rewrites imports.
+
+  def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+    return False
+
+  def leave_Name(self, original, updated):
+    return self._reference(original, updated)
+
+  def leave_Attribute(self, original, updated):
+    return self._reference(original, updated)
+
+  def _reference(self, original, updated):
+    if isinstance(self._resolve.parent(original), cst.AssignTarget):
+      return updated
+    path = self._resolve.legacy_path(original)
+    if path is None:
+      return updated
+    target = names.LEGACY_NAMES.get(path)
+    if target is not None:
+      return self._legacy_name(original, updated, target)
+    parent = self._resolve.parent(original)
+    if (isinstance(parent, cst.Attribute) and parent.value is original) or (
+        self._getattr_owner(original)):
+      return updated  # The enclosing attribute, or leave_Call, decides.
+    family = names.family_of_module(path)
+    if family == names.CONTRIB:
+      # A contrib module as a value is our contrib module, name for name. An
+      # alias of one is rewritten by the import pass.
+      return (self._ref("mp_optimizer", "contrib", like=original)
+              if isinstance(original, cst.Attribute) else updated)
+    if family == names.TF and self._is_alias_definition(original):
+      return updated  # `mp = tf.compat.v1.mixed_precision`: uses resolve.
+    if family == names.TF or names.is_contrib_parent(path):
+      self._report(original, f"`{source_text(original)}` (`{path}`) is used "
+                   "as a value: the codemod cannot tell which names are "
+                   f"meant; {_BY_HAND}")
+    elif names.is_unknown_contrib_member(path):
+      self._report(original, findings.unknown_contrib_member(path))
+    return updated
+
+  def _legacy_name(self, original, updated, target: names.Target):
+    context, label = self._context(original), f"`{source_text(original)}`"
+    is_tf = target.family == names.TF
+    if context == "keras":
+      self._report(original, f"{label} is passed to a Keras API: the "
+                   "replacement works with tf.compat.v1 optimizers only; use "
+                   "tf.keras.mixed_precision here")
+      return updated
+    if (target.name == "enable_mixed_precision_graph_rewrite" and
+        self._wraps_keras_optimizer(original)):
+      self._report(original, f"{label} wraps a Keras optimizer: the "
+                   "replacement takes tf.compat.v1 optimizers only; use "
+                   "tf.keras.mixed_precision.LossScaleOptimizer")
+      return updated
+    if is_tf and context == "type check":
+      self._report(original, f"{label} in a type check now means "
+                   f"{target.package}.{target.name}: objects made by "
+                   "TensorFlow itself (or by files not converted yet) fail it")
+    if is_tf and context == "base" and target.name in _TF_LOSS_SCALES:
+      self._report(original, f"subclass of {label}: the optimizer calls "
+                   "get_loss_scale() and update_loss_scale(finite), not "
+                   "__call__() and update(grads); implement those two")
+    self.converted_tf_names |= is_tf
+    if isinstance(original, cst.Name) or (
+        isinstance(original.value, cst.Name) and
+        self._resolve.legacy_path(original.value) in names.CONTRIB_MODULES):
+      return updated  # Bound by an import: the import pass rewrites that.
+    return self._ref(target.package, target.name, like=original)
+
+  def _wraps_keras_optimizer(self, func: cst.BaseExpression) -> bool:
+    """True for `func(opt, ...)` where the text of `opt` mentions `keras`."""
+    call = self._resolve.parent(func)
+    if not isinstance(call, cst.Call) or call.func is not func:
+      return False
+    optimizer = _argument(call, 0, "opt")
+    return optimizer is not None and "keras" in source_text(optimizer)
+
+  def _is_alias_definition(self, node: cst.CSTNode) -> bool:
+    assign = self._resolve.parent(node)
+    return (isinstance(assign, cst.Assign) and assign.value is node and
+            len(assign.targets) == 1 and
+            self._resolve.is_alias(source_text(assign.targets[0].target)))
+
+  def _getattr_owner(self, node: cst.CSTNode) -> bool:
+    """True if `node` is the object argument of a builtin getattr call."""
+    arg = self._resolve.parent(node)
+    call = self._resolve.parent(arg) if isinstance(arg, cst.Arg) else None
+    if not isinstance(call, cst.Call) or call.args[0] is not arg:
+      return False
+    return _GETATTR in {q.name
+                        for q in self._resolve.qualified_names(call.func)}
+
+  def leave_Call(self, original: cst.Call, updated: cst.Call):
+    if len(original.args) < 2 or not self._getattr_owner(
+        original.args[0].value):
+      return updated
+    owner, attribute = original.args[0].value, original.args[1].value
+    path = (self._resolve.paths(owner) or [""])[0]
+    if isinstance(attribute, cst.SimpleString):  # `getattr(tf.x, "Name")`
+      full = f"{path}.{attribute.evaluated_value}"
+      target = names.LEGACY_NAMES.get(full)
+      if target is not None and len(original.args) == 2:
+        self.converted_tf_names |= target.family == names.TF
+        return self._ref(target.package, target.name)
+      if full in names.CONTRIB_MODULES:
+        return self._ref("mp_optimizer", "contrib")
+      if names.family_of_module(full) or names.is_contrib_parent(full):
+        self._report(original, f"getattr reaches `{full}` dynamically: "
+                     "write the attribute out, then run again")
+    elif names.family_of_module(path) == names.CONTRIB:
+      if isinstance(owner, cst.Attribute):  # `getattr(tf.contrib.mp, name)`
+        first = updated.args[0].with_changes(
+            value=self._ref("mp_optimizer", "contrib"))
+        return updated.with_changes(args=[first, *updated.args[1:]])
+    elif names.family_of_module(path) or names.is_contrib_parent(path):
+      self._report(original, f"dynamic getattr on `{path}`: the codemod "
+                   f"cannot tell which name is meant; {_BY_HAND}")
+    return updated
+
+
+
+def _argument(call: cst.Call, position: int,
+              keyword: str) -> Optional[cst.BaseExpression]:
+  """The expression `call` passes as `keyword` (or at `position`), if any."""
+  for index, arg in enumerate(call.args):
+    if arg.keyword is not None:
+      if arg.keyword.value == keyword:
+        return arg.value
+    elif index == position and not arg.star:
+      return arg.value
+  return None

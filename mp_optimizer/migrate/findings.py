@@ -1,0 +1,177 @@
+"""Findings: what is left for a human, and the pass that reports the rest.
+
+The expression pass reports what it sees while it decides how to rewrite a
+legacy reference (a Keras API, a type check, a base class, a namespace used as
+a value, a dynamic `getattr`). The rest is reported here: imports of names
+contrib never had, star imports that hide which names a file uses, private
+members of the legacy classes, contrib's scale variable used as a variable,
+strings that name a legacy module, and Keras mixed precision in a file whose
+TensorFlow loss scales were converted.
+"""
+
+import dataclasses
+from typing import List, Optional, Set
+
+import libcst as cst
+
+from mp_optimizer.migrate import names
+from mp_optimizer.migrate import resolve
+from mp_optimizer.migrate.resolve import source_text
+
+# Variable methods that contrib's `get_loss_scale()` result had and a tensor
+# does not.
+_VARIABLE_ONLY = frozenset({"assign", "assign_add", "assign_sub", "load",
+                            "initializer"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+  """Something a human has to look at.
+
+  Attributes:
+    line: The line of the input it is on (1-based).
+    reason: What is wrong and, where there is one, what to do instead.
+  """
+  line: int
+  reason: str
+
+
+def unknown_contrib_member(path: str) -> str:
+  """Returns the reason to report `path`, a name contrib's modules never had."""
+  return f"`{path}` is not part of tf.contrib.mixed_precision: no replacement"
+
+
+class FindingsPass(cst.CSTVisitor):
+  """Collects the findings the expression pass does not make.
+
+  Findings about private members and contrib's scale variable count only in a
+  file that refers to the legacy API somewhere; elsewhere `self._opt` is just
+  somebody's attribute.
+
+  Args:
+    converted_tf_names: Whether the expression pass converted one of
+      TensorFlow's own loss-scale or graph-rewrite names in this file.
+  """
+
+  METADATA_DEPENDENCIES = resolve.METADATA_DEPENDENCIES
+
+  def __init__(self, converted_tf_names: bool):
+    super().__init__()
+    self.findings: List[Finding] = []
+    self._converted_tf_names = converted_tf_names
+    self._resolve = resolve.Resolver(self.get_metadata)
+    self._legacy_objects: Set[str] = set()  # `opt`, `self.opt`: legacy values.
+    self._classes: List[bool] = []  # Does each enclosing class extend one?
+    # Findings that count only if the file refers to the legacy API.
+    self._if_legacy: List[Finding] = []
+    self._saw_legacy = False
+    self._keras_line: Optional[int] = None
+
+  def _report(self, node: cst.CSTNode, reason: str,
+              only_if_legacy: bool = False) -> None:
+    found = Finding(self._resolve.line(node), reason)
+    (self._if_legacy if only_if_legacy else self.findings).append(found)
+
+  # Module, imports, classes --------------------------------------------------
+
+  def visit_Module(self, node: cst.Module) -> None:
+    self._resolve.read_aliases(node)
+
+  def leave_Module(self, original_node: cst.Module) -> None:
+    if self._saw_legacy:
+      self.findings.extend(self._if_legacy)
+    if self._converted_tf_names and self._keras_line is not None:
+      self.findings.append(Finding(self._keras_line, (
+          "this file also uses Keras mixed precision: the loss scales "
+          "converted here work with tf.compat.v1 optimizers only; check that "
+          "none of them reaches a Keras optimizer")))
+
+  def visit_Import(self, node: cst.Import) -> bool:
+    for alias in node.names:
+      self._check_contrib_member(node, source_text(alias.name))
+    return False  # Names in imports are the import pass's business.
+
+  def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+    if node.relative or node.module is None:
+      return False
+    module = source_text(node.module)
+    if isinstance(node.names, cst.ImportStar):
+      if names.family_of_module(module) == names.TF or (
+          module in names.PARENT_MODULES):
+        self._report(node, f"star import from `{module}` hides which "
+                     "mixed-precision names this file uses: import them by "
+                     "name, then run again")
+      return False
+    for alias in node.names:
+      self._check_contrib_member(node, f"{module}.{source_text(alias.name)}")
+    return False
+
+  def _check_contrib_member(self, node: cst.CSTNode, path: str) -> None:
+    if names.is_unknown_contrib_member(path):
+      self._report(node, unknown_contrib_member(path))
+
+  def visit_ClassDef(self, node: cst.ClassDef) -> None:
+    self._classes.append(
+        any(self._resolve.legacy_path(b.value) for b in node.bases))
+
+  def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+    self._classes.pop()
+
+  def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+    if self._classes and self._classes[-1] and (
+        node.name.value in names.LEGACY_PRIVATE):
+      self._report(node, f"`{node.name.value}` overrides a private method of "
+                   "the legacy class; the replacement never calls it")
+
+  def visit_Assign(self, node: cst.Assign) -> None:
+    if isinstance(node.value, cst.Call) and (
+        self._resolve.legacy_path(node.value.func) in names.LEGACY_NAMES):
+      self._legacy_objects.update(source_text(t.target) for t in node.targets)
+
+  # References ----------------------------------------------------------------
+
+  def leave_Name(self, original_node: cst.Name) -> None:
+    self._reference(original_node)
+
+  def leave_Attribute(self, original_node: cst.Attribute) -> None:
+    self._reference(original_node)
+
+  def _reference(self, node: cst.BaseExpression) -> None:
+    if isinstance(self._resolve.parent(node), cst.AssignTarget):
+      return
+    if self._resolve.legacy_path(node) is not None:
+      self._saw_legacy = True
+      return
+    self._check_other(node)
+
+  def _check_other(self, node: cst.BaseExpression) -> None:
+    """Private members of legacy objects, variable-only uses, Keras."""
+    if self._keras_line is None and any(
+        "keras.mixed_precision" in q.name
+        for q in self._resolve.qualified_names(node)):
+      self._keras_line = self._resolve.line(node)
+    if not isinstance(node, cst.Attribute):
+      return
+    attr, receiver = node.attr.value, source_text(node.value)
+    value = node.value
+    if attr in _VARIABLE_ONLY and isinstance(value, cst.Call) and isinstance(
+        value.func, cst.Attribute) and value.func.attr.value == "get_loss_scale":
+      self._report(node, "contrib's get_loss_scale() returned the scale "
+                   "variable, the replacement returns its value: take the "
+                   "variable from the manager's variables()",
+                   only_if_legacy=True)
+    elif attr.startswith("_") and not attr.startswith("__") and (
+        attr in names.DISTINCTIVE_PRIVATE or receiver in self._legacy_objects
+        or (receiver == "self" and self._classes and self._classes[-1]
+            and attr in names.LEGACY_PRIVATE)):
+      hint = names.PRIVATE_HINTS.get(attr)
+      self._report(node, f"`{receiver}.{attr}` is private to the legacy class "
+                   "and the replacement has no such attribute" +
+                   (f"; use {hint}" if hint else ""), only_if_legacy=True)
+
+  def leave_SimpleString(self, original_node: cst.SimpleString) -> None:
+    value = original_node.evaluated_value
+    if isinstance(value, str) and (names.family_of_module(value) or
+                                   value in names.LEGACY_NAMES):
+      self._report(original_node, f"the string '{value}' names a legacy "
+                   "module (a dynamic import?): replace it by hand")
