@@ -322,6 +322,15 @@ class CommandLineTest(parameterized.TestCase):
       status = migrate.main(list(argv))
     return status, out.getvalue(), err.getvalue()
 
+
+  def test_dangling_link_exit_2_and_the_others_are_processed(self):
+    dangling = os.path.join(self.dir, "a.py")
+    os.symlink(os.path.join(self.dir, "gone.py"), dangling)
+    good = self.write("b.py", _LEGACY)
+    status, _, err = self.run_main("--in-place", self.dir)
+    self.assertEqual((status, err),
+                     (2, f"{dangling}: cannot read: No such file or directory\n"))
+    self.assertEqual(self.read(good), _CONVERTED)
   def test_prints_a_diff_and_leaves_the_file(self):
     path = self.write("train.py", _LEGACY)
     status, out, err = self.run_main(path)
