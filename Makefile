@@ -6,6 +6,7 @@
 #   make test    the test suite on TensorFlow 2.21 and on TensorFlow 2.15
 #   make bench   overhead benchmarks (writes BENCHMARKS.md)
 #   make soak    20,000-step soak run
+#   make test-horovod  TF 2.15 + Horovod built from source (about 12 minutes)
 
 PYTHON ?= python3
 VENV := .venv
@@ -15,7 +16,7 @@ PYTEST_ARGS ?=
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo bert-demo test bench soak venvs clean
+.PHONY: demo bert-demo test test-horovod bench soak venvs clean
 
 # .venv/tf2.21/.ready: a venv with the pinned requirements and this project.
 $(VENV)/tf%/.ready: requirements/tf%.txt setup.py
@@ -39,6 +40,25 @@ test: test-$(NEWEST) test-$(OLDEST)
 
 test-%: $(VENV)/tf%/.ready
 	$(VENV)/tf$*/bin/python -m pytest tests -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# Horovod has no wheels: it compiles against the installed TensorFlow (it
+# does not build against TF 2.21), so it gets its own TF 2.15 environment.
+$(VENV)/horovod/.ready: requirements/tf$(OLDEST).txt setup.py
+	rm -rf $(VENV)/horovod
+	$(PYTHON) -m venv $(VENV)/horovod
+	$(VENV)/horovod/bin/python -m pip install --quiet --disable-pip-version-check \
+	    -r requirements/tf$(OLDEST).txt wheel==0.48.0 cmake==3.31.6
+	HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
+	HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
+	    $(VENV)/horovod/bin/python -m pip install --quiet \
+	    --disable-pip-version-check --no-build-isolation horovod==0.28.1
+	$(VENV)/horovod/bin/python -m pip install --quiet --disable-pip-version-check \
+	    --no-deps --no-build-isolation -e .
+	touch $@
+
+test-horovod: $(VENV)/horovod/.ready
+	PATH=$(CURDIR)/$(VENV)/horovod/bin:$$PATH $(VENV)/horovod/bin/python -m pytest \
+	    tests/test_horovod.py -q -p no:cacheprovider -rs
 
 bench: $(VENV)/tf$(NEWEST)/.ready
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/overhead.py

@@ -8,7 +8,21 @@ from managers.finite import all_finite  # Re-exported: the one finite check.
 
 Gradient = Optional[Union[tf.Tensor, tf.IndexedSlices]]
 
-__all__ = ["all_finite", "scale_loss", "unscale"]
+__all__ = ["all_finite", "check_loss", "scale_loss", "unscale"]
+
+
+def check_loss(loss) -> tf.Tensor:
+  """Returns `loss` if it is a floating-point tensor; adds nothing to a graph.
+
+  Raises:
+    TypeError: Otherwise, saying what was received.
+  """
+  if not isinstance(loss, tf.Tensor) or not loss.dtype.is_floating:
+    dtype = getattr(getattr(loss, "dtype", None), "name", type(loss).__name__)
+    raise TypeError(
+        f"`loss` must be a floating-point tf.Tensor, got {dtype} ({loss!r}). "
+        "Cast the loss to float32 before minimizing it.")
+  return loss
 
 
 def scale_loss(loss: tf.Tensor, loss_scale: tf.Tensor) -> tf.Tensor:
@@ -17,17 +31,10 @@ def scale_loss(loss: tf.Tensor, loss_scale: tf.Tensor) -> tf.Tensor:
   The result is one `Mul` op whose second input is that multiplier.
 
   Args:
-    loss: A floating-point tensor (float16 losses stay float16).
+    loss: A floating-point tensor (float16 losses stay float16), as accepted
+      by `check_loss`.
     loss_scale: The float32 scalar scale.
-
-  Raises:
-    TypeError: If `loss` is not a floating-point tensor.
   """
-  loss = tf.convert_to_tensor(loss)
-  if not loss.dtype.is_floating:
-    raise TypeError(
-        f"`loss` must be a floating-point tensor, got dtype {loss.dtype.name} "
-        f"({loss!r}). Cast the loss to float32 before minimizing it.")
   return tf.multiply(loss, tf.cast(loss_scale, loss.dtype), name="scaled_loss")
 
 

@@ -141,6 +141,7 @@ class LossScaleOptimizer(Optimizer):
   def get_scaled_loss(self, loss: tf.Tensor) -> tf.Tensor:
     """Returns `loss * S` (in the loss's dtype), for use with tf.gradients."""
     _graph.require_graph("LossScaleOptimizer.get_scaled_loss")
+    loss = grad_lib.check_loss(loss)
     return self._scale(loss, self._manager.get_loss_scale())
 
   scale_loss = get_scaled_loss
@@ -188,6 +189,7 @@ class LossScaleOptimizer(Optimizer):
     _graph.require_graph("LossScaleOptimizer.compute_gradients")
     if callable(loss):
       loss = loss()
+    loss = grad_lib.check_loss(loss)
     loss_scale = self._manager.get_loss_scale()  # One read for both ways.
     scaled_loss = self._scale(loss, loss_scale)
     misuse.warn_if_bfloat16_only(scaled_loss)

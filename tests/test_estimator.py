@@ -156,3 +156,33 @@ class EstimatorExampleTest(parameterized.TestCase):
 
 if __name__ == "__main__":
   tf.test.main()
+
+
+class SkipSignalsInEstimatorTest(parameterized.TestCase):
+  """step_applied, skipped_steps, the hook and summaries reach Estimator."""
+
+  def test_hook_and_summaries_see_the_skipped_runs(self):
+    model_dir = launch.scratch_dir(self.addCleanup)
+
+    def model_fn(features, labels, mode):
+      spec = estimator_model.make_model_fn(
+          lambda: _optimizer(MANAGERS["contrib"]()))(features, labels, mode)
+      mp_optimizer.add_summaries()
+      return spec
+
+    est = _estimator(model_fn, model_dir, save_summary_steps=1)
+    hook = mp_optimizer.LossScaleHook(every_n_steps=4)
+    # Runs 1 and 2 of each 4 poison replica 0: half of the runs are skipped.
+    input_fn = estimator_model.make_input_fn([NO_REPLICA, 0, 0, NO_REPLICA])
+    with self.assertLogs("tensorflow", "INFO") as logs:
+      est.train(input_fn, max_steps=4, hooks=[hook])
+    lines = [r.getMessage() for r in logs.records
+             if r.getMessage().startswith("loss scale")]
+    self.assertIn("2 of the last 4 steps skipped (50.0%)", lines[0])
+    self.assertEqual(est.get_variable_value("global_step"), 4)
+    tags = set()
+    for path in tf.io.gfile.glob(f"{model_dir}/events.out.tfevents.*"):
+      for event in v1.train.summary_iterator(path):
+        tags.update(value.tag for value in event.summary.value)
+    self.assertContainsSubset(
+        {"mp_optimizer/loss_scale", "mp_optimizer/skipped_steps"}, tags)

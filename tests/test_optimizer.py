@@ -131,12 +131,21 @@ class UnscaledGradientsTest(parameterized.TestCase):
       with v1.Session(graph=g) as sess:
         self.assertEqual(sess.run(scaled), np.float16(512))
 
-  def test_integer_loss_is_rejected(self):
-    with tf.Graph().as_default():
+  @parameterized.named_parameters(
+      ("int_tensor", lambda: tf.constant(3), "int32"),
+      ("python_float", lambda: 3.0, "float"),
+      ("callable_returning_int", lambda: lambda: tf.constant(3), "int32"))
+  def test_non_float_loss_is_rejected_before_any_op(self, make_loss, shown):
+    with tf.Graph().as_default() as g:
       opt = mp_optimizer.LossScaleOptimizer(
-          models.OPTIMIZERS["sgd"](), managers.FixedLossScaleManager(8))
-      with self.assertRaisesRegex(TypeError, "`loss`.*int32"):
-        opt.compute_gradients(tf.constant(3))
+          models.OPTIMIZERS["sgd"](),
+          managers.ExponentialUpdateLossScaleManager(8, 2))
+      loss = make_loss()
+      ops_before = len(g.get_operations()) + (1 if callable(loss) else 0)
+      with self.assertRaisesRegex(TypeError, f"`loss`.*{shown}"):
+        opt.compute_gradients(loss)
+      self.assertLen(g.get_operations(), ops_before)
+      self.assertEmpty(v1.global_variables())
 
 
 class NoneAndSparseGradientsTest(parameterized.TestCase):
