@@ -148,8 +148,8 @@ def method_text(results: List[ShapeResult], timed_pools: int) -> str:
   dynamic scale and with a fixed one; ours with a fixed scale (skipping
   NaN/Inf steps, the default, and applying every step as TF's fixed does),
   contrib's dynamic manager and TF2's dynamic face. Dynamic scales start at
-  2**{impls.INITIAL_SCALE.bit_length() - 1} and grow every
-  {impls.GROWTH_STEPS} steps; the report says below if any step was skipped.
+  2**{impls.INITIAL_SCALE.bit_length() - 1} and grow every \
+{impls.GROWTH_STEPS} steps; "Results" says whether any step was skipped.
 - Timing: every contender has its own graph and Session (TensorFlow's
   default config: Grappler on, {os.cpu_count()} threads), and all contenders
   of a shape form one pool. Each round cycles a few times through the pool,
@@ -158,6 +158,8 @@ def method_text(results: List[ShapeResult], timed_pools: int) -> str:
   time). Ratios are per round against the reference in the same round; the
   tables give the median and, in brackets, the quartiles over rounds
   (rounds: {rounds}). {timed_pools} pools in all.
+- "Targets" says "within noise" where a target was missed by the median but
+  lies inside the 95% bootstrap interval of that median.
 - "÷ TF built-in" compares ours with TF's wrapper of the same kind: dynamic
   with dynamic, fixed with fixed. Our default fixed scale checks for NaN/Inf
   and skips such steps; TF's fixed scale checks nothing, so that pair

@@ -86,9 +86,9 @@ def embedding(tables: int, rows: int = 50_000, dim: int = 64,
 
 
 SHAPES = {
-    "many_small": Shape("many_small", "100 layers of 64x64 (200 variables)",
+    "many_small": Shape("many_small", "100 layers of 64x64, batch 32",
                         many_small, size=100, other_size=20),
-    "wide": Shape("wide", "4 layers of 1024x1024 (8 variables)", wide,
+    "wide": Shape("wide", "4 layers of 1024x1024, batch 64", wide,
                   size=4, other_size=2),
     "embedding": Shape("embedding",
                        "50,000x64 embedding, 256 lookups, 64x1 head",

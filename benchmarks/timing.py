@@ -19,12 +19,24 @@ MAX_CYCLES = 8  # Steps per contender per round, at most.
 MIN_ROUNDS = 8
 
 
+BOOTSTRAP_SAMPLES = 2000
+
+
 @dataclasses.dataclass(frozen=True)
 class Ratio:
-  """Per-round ratios of two contenders: median and quartiles."""
+  """Per-round ratios of two contenders.
+
+  Attributes:
+    median: Median over rounds.
+    low, high: Quartiles over rounds (the spread of single rounds).
+    ci_low, ci_high: 95% bootstrap interval of the median (how well the
+      median itself is known).
+  """
   median: float
   low: float
   high: float
+  ci_low: float
+  ci_high: float
 
 
 def _time_steps(run: Callable[[], None], steps: int) -> List[float]:
@@ -73,7 +85,11 @@ def ratio(rounds: Dict[str, np.ndarray], name: str, reference: str) -> Ratio:
   """Median and quartiles of per-round `name` / `reference` step times."""
   per_round = rounds[name] / rounds[reference]
   low, median, high = np.percentile(per_round, [25, 50, 75])
-  return Ratio(float(median), float(low), float(high))
+  resampled = np.random.RandomState(0).choice(
+      per_round, size=(BOOTSTRAP_SAMPLES, per_round.size))
+  ci_low, ci_high = np.percentile(np.median(resampled, axis=1), [2.5, 97.5])
+  return Ratio(float(median), float(low), float(high), float(ci_low),
+               float(ci_high))
 
 
 def step_seconds(rounds: Dict[str, np.ndarray], name: str) -> float:

@@ -44,13 +44,14 @@ Whole steps (tf.cond gate, fixed scale; "ours, fixed" is the grouped check):
 
 {steps}
 
-Per-gradient sums to grouped sums: {gains}. {verdict} A separate constant for
-the reduction axes of every `reduce_sum` costs nothing at run time: Grappler
-merges identical constants (compare "ops added, built" with "run" above), so
-sharing one per rank only makes the built graph smaller. Every NaN and Inf is
-still caught, including Inf + (-Inf) within a tensor or across tensors added
-by `add_n` and NaN in sparse values (`tests/test_finite.py`, also compiled by
-XLA in `tests/test_xla.py`).
+Per-gradient sums to grouped sums, run alone: {gains}. {verdict}
+
+A separate constant for the reduction axes of every `reduce_sum` costs
+nothing at run time: Grappler merges identical constants (compare "ops
+added, built" with "run" above), so sharing one per rank would only make the
+built graph smaller. Every NaN and Inf is still caught, including Inf +
+(-Inf) within a tensor or across tensors added by `add_n`, and NaN in sparse
+values (`tests/test_finite.py`; compiled by XLA in `tests/test_xla.py`).
 """
 
 
@@ -82,11 +83,11 @@ touching their inputs ("one Switch" rows).
 {gates}
 
 On many_small, unscaling alone costs {floor:.3f}× bare; adding the tf.cond
-gate {cond:.3f}×; the single-Switch gate {switch:.3f}×. Any design that skips
-a whole step must also hold every update back until the last gradient is
-known to be finite, where bare Adam updates each variable as soon as its
-gradient exists; the single-Switch gate with a flag that only waits for all
-gradients shows that floor: {waiting:.3f}×.
+gate, {cond:.3f}×; the single-Switch gate instead, {switch:.3f}×. Any design
+that skips a whole step must also hold every update back until the last
+gradient is known to be finite, where bare Adam updates each variable as
+soon as its gradient exists; the single-Switch gate with a flag that only
+waits for all gradients shows that floor: {waiting:.3f}×.
 
 ### The scale update
 
