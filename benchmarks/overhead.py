@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import dataclasses
 import os
+import statistics
 import sys
 import time
 from typing import Dict, List, Optional
@@ -38,6 +39,9 @@ from benchmarks import variants
 SHARES = {"many_small": 0.30, "wide": 0.18, "embedding": 0.14, "xla": 0.24,
           "micro": 0.14}
 XLA_IMPLEMENTATIONS = ("bare", "tf_dynamic", "ours_contrib", "ours_tf2")
+# Step memory depends on the order the executor happens to run ops in; the
+# median over a few traced steps is steadier than one.
+TRACED_STEPS = 5
 
 
 @dataclasses.dataclass
@@ -110,7 +114,9 @@ def _measure_graphs(contenders: List[Contender]) -> None:
   for c in contenders:
     c.built_ops = graph_cost.built_ops(c.step.graph)
     c.run_ops = c.step.measure(graph_cost.run_ops)
-    c.peak_bytes = c.step.measure(graph_cost.step_peak_bytes)
+    c.peak_bytes = int(statistics.median(
+        c.step.measure(graph_cost.step_peak_bytes)
+        for _ in range(TRACED_STEPS)))
 
 
 def _ops_lines(shape: shapes.Shape, measured: Dict[str, Contender]):

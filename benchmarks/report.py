@@ -177,7 +177,8 @@ def method_text(results: List[ShapeResult], timed_pools: int) -> str:
   (constant folding, deduplication, pruning) and the lowering of tf.cond to
   Switch/Merge.
 - Step memory: peak over one step of bytes allocated and not yet freed, from
-  the allocation records of a FULL_TRACE `RunMetadata` (CPU allocator). It
+  the allocation records of a FULL_TRACE `RunMetadata` (CPU allocator),
+  median of 5 traced steps (it depends on the order ops happen to run in). It
   covers every tensor made during the step (gradients, checks, temporaries,
   Adam's new slot values), not the variables that exist between steps.
 """

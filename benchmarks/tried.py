@@ -114,8 +114,8 @@ TF2 dynamic update after the gate), next to the optimizer as it is:
 ONE_OFF = """\
 ### Also tried, in separate runs (not repeated by this script)
 
-On the machine described above (2-core AMD EPYC VM, shared, load average 3
-to 5), 200 s of interleaved rounds each, many_small:
+On a 2-core AMD EPYC VM (TensorFlow 2.21, shared, load average 3 to 5),
+200 s of interleaved rounds each, many_small:
 
 - Adding same-shaped gradients in chunks of at most 2**16 or 2**14 entries,
   so that the last `add_n` waits for fewer gradients, instead of one `add_n`
