@@ -1,37 +1,81 @@
 """The finite check: one boolean over every gradient of a step.
 
 TensorFlow's built-in check builds two ops per gradient (`is_finite`, then
-`reduce_all`) and writes a boolean tensor as large as the gradient. Here each
-gradient is read once by a `reduce_sum`: any NaN makes the sum NaN, any Inf
-makes it Inf or (with an Inf of the other sign) NaN, so one `is_finite` on the
-total of the sums catches every non-finite entry. The only extra verdict is a
-step whose finite gradients add up beyond the float32 range (about 3.4e38);
-that step is treated as non-finite and skipped, which is also what its
-gradient norm would make a clip do.
+`reduce_all`) and writes a boolean tensor as large as the gradient. Here every
+gradient is read once, and a sum stands in for the test: any NaN makes a sum
+NaN, any Inf makes it Inf or (with an Inf of the other sign) NaN, and neither
+ever turns finite again, so one `is_finite` on the grand total catches every
+non-finite entry.
+
+Gradients of one static shape, dtype and device are first added elementwise
+with one `add_n` per group, then reduced with one `reduce_sum` per group, so a
+model with many variables of a few shapes costs a few ops, not a few per
+variable (per-op overhead, not arithmetic, dominates small tensors). Gradients
+with more than `GROUP_MAX_ELEMENTS` entries, or whose static shape is not fully
+known (e.g. the `.values` of most sparse gradients), are reduced on their own:
+for them an `add_n` would only add memory traffic.
+
+float32 and float64 gradients are summed in their own dtype; 16-bit ones are
+cast to float32 first, so their sums do not overflow near 65504. The only
+extra verdict: a step whose finite gradients add up, elementwise or in total,
+beyond the range of that dtype (about 3.4e38 for float32) is treated as
+non-finite and skipped; with such gradients the update itself would overflow
+(Adam squares them), and a clip by global norm would see an Inf norm.
 
 Sparse gradients (`tf.IndexedSlices`) are checked on `.values` only, never
 densified. `None` gradients are ignored.
 """
 
-from typing import Iterable, Optional, Union
+from typing import Dict, Iterable, List, Optional, Tuple, Union
 
 import tensorflow as tf
 
 Gradient = Optional[Union[tf.Tensor, tf.IndexedSlices]]
 
+# Gradients of up to this many entries are added to others of their shape
+# before the reduction (see BENCHMARKS.md for the measurement behind it).
+GROUP_MAX_ELEMENTS = 2**16
+
 _SUM_DTYPES = (tf.float32, tf.float64)
 
 
-def _values(grad: Union[tf.Tensor, tf.IndexedSlices]) -> tf.Tensor:
-  return grad.values if isinstance(grad, tf.IndexedSlices) else grad
-
-
-def _sum(values: tf.Tensor) -> tf.Tensor:
+def _summable(grad: Union[tf.Tensor, tf.IndexedSlices]) -> tf.Tensor:
+  values = grad.values if isinstance(grad, tf.IndexedSlices) else grad
+  values = tf.convert_to_tensor(values)
   if values.dtype not in _SUM_DTYPES:
     # float16/bfloat16 sums would overflow near 65504; sum in float32.
     values = tf.cast(values, tf.float32)
-  total = tf.reduce_sum(values)
-  return total if total.dtype == tf.float32 else tf.cast(total, tf.float32)
+  return values
+
+
+def _group_key(values: tf.Tensor) -> Optional[Tuple]:
+  shape = values.shape
+  if not shape.is_fully_defined() or shape.num_elements() > GROUP_MAX_ELEMENTS:
+    return None
+  return (tuple(shape.as_list()), values.dtype, values.device)
+
+
+def _groups(grads: Iterable[Gradient]) -> List[List[tf.Tensor]]:
+  """Splits non-None gradients into lists that `add_n` can add."""
+  grouped: Dict[Tuple, List[tf.Tensor]] = {}
+  groups = []
+  for grad in grads:
+    if grad is None:
+      continue
+    values = _summable(grad)
+    key = _group_key(values)
+    if key is None:
+      groups.append([values])
+    elif key in grouped:
+      grouped[key].append(values)
+    else:
+      grouped[key] = [values]
+      groups.append(grouped[key])
+  return groups
+
+
+def _add(tensors: List[tf.Tensor]) -> tf.Tensor:
+  return tensors[0] if len(tensors) == 1 else tf.add_n(tensors)
 
 
 def all_finite(grads: Iterable[Gradient]) -> tf.Tensor:
@@ -43,12 +87,22 @@ def all_finite(grads: Iterable[Gradient]) -> tf.Tensor:
 
   Returns:
     A scalar `tf.bool` tensor. With no non-None gradient it is constant True.
+    It is also False when finite gradients add up beyond the range of their
+    summing dtype (see the module docstring).
   """
-  sums = [_sum(_values(g)) for g in grads if g is not None]
-  if not sums:
+  sums_by_dtype: Dict[tf.DType, List[tf.Tensor]] = {}
+  for group in _groups(grads):
+    group_sum = tf.reduce_sum(_add(group))
+    sums_by_dtype.setdefault(group_sum.dtype, []).append(group_sum)
+  if not sums_by_dtype:
     return tf.constant(True, name="all_finite")
-  total = sums[0] if len(sums) == 1 else tf.add_n(sums)
-  return tf.math.is_finite(total, name="all_finite")
+  totals = [_add(sums) for sums in sums_by_dtype.values()]
+  if len(totals) == 1:
+    return tf.math.is_finite(totals[0], name="all_finite")
+  float32_total, float64_total = totals  # The only two summing dtypes.
+  return tf.math.logical_and(tf.math.is_finite(float32_total),
+                             tf.math.is_finite(float64_total),
+                             name="all_finite")
 
 
 def all_finite_in_sync(grads) -> tf.Tensor:

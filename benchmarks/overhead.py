@@ -1,0 +1,224 @@
+"""Loss-scaling overhead, side by side in one run; writes BENCHMARKS.md.
+
+    python benchmarks/overhead.py [--minutes 8] [--output BENCHMARKS.md]
+
+For each model shape, bare Adam, TF's built-in wrapper and ours (plus the
+variants of `benchmarks.variants`) are built in their own graphs and Sessions
+and timed in interleaved rounds (`benchmarks.timing`). Then graph size and
+step memory (`benchmarks.graph_cost`), the same steps under XLA, and single
+parts alone (`benchmarks.micro`). The report goes to stdout and to the file.
+"""
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import statistics
+import sys
+import time
+from typing import Dict, List, Optional
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Run as a script (`make bench`), this file's folder is on sys.path, not the
+# repository root that holds the `benchmarks` package.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import tensorflow as tf  # After the sys.path line above, as all below.
+
+from benchmarks import findings
+from benchmarks import graph_cost
+from benchmarks import implementations as impls
+from benchmarks import micro
+from benchmarks import report
+from benchmarks import shapes
+from benchmarks import steps
+from benchmarks import timing
+from benchmarks import variants
+
+# Share of the timing budget per part; graph building and counting come on top.
+SHARES = {"many_small": 0.30, "wide": 0.18, "embedding": 0.14, "xla": 0.24,
+          "micro": 0.14}
+XLA_IMPLEMENTATIONS = ("bare", "tf_dynamic", "ours_contrib", "ours_tf2")
+# Step memory depends on the order the executor happens to run ops in; the
+# median over a few traced steps is steadier than one.
+TRACED_STEPS = 5
+
+
+@dataclasses.dataclass
+class Contender:
+  """Something timed in a shape's pool, and what was measured about it."""
+  name: str
+  label: str
+  step: steps.Step
+  reference: str = "bare"
+  counterpart: Optional[str] = None
+  built_ops: int = 0
+  run_ops: int = 0
+  peak_bytes: int = 0
+
+
+def _log(message: str) -> None:
+  print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _make_loss(shape: shapes.Shape, size: int):
+  return lambda: shape.build(size)
+
+
+def _main_contenders(shape: shapes.Shape, scope=None) -> List[Contender]:
+  names = (XLA_IMPLEMENTATIONS if scope else
+           [impl.name for impl in impls.IMPLEMENTATIONS])
+  out = []
+  for name in names:
+    impl = impls.BY_NAME[name]
+    step = steps.build(_make_loss(shape, shape.size), impls.train_op_of(impl),
+                       scope=scope or contextlib.nullcontext)
+    out.append(Contender(name, impl.label, step, counterpart=impl.counterpart))
+  return out
+
+
+def _idea_contenders(shape: shapes.Shape,
+                     main: List[Contender]) -> List[Contender]:
+  steps_of = {c.name: c.step for c in main}
+  out = []
+  for idea in variants.IDEAS:
+    if shape.name not in idea.shapes:
+      continue
+    config = steps.session_config(idea.grappler)
+    if idea.same_graph_as:
+      step = steps_of[idea.same_graph_as].in_new_session(config)
+    else:
+      step = steps.build(_make_loss(shape, shape.size), idea.make_train_op,
+                         config, idea.scope)
+    out.append(Contender(idea.name, idea.label, step, idea.reference))
+  return out
+
+
+def _time_pool(contenders: List[Contender], seconds: float) -> report.Pool:
+  rounds = timing.interleaved({c.name: c.step.run for c in contenders},
+                              seconds)
+  rows = {}
+  for c in contenders:
+    rows[c.name] = report.Row(
+        name=c.name, label=c.label,
+        step_ms=timing.step_seconds(rounds, c.name) * 1e3,
+        vs_reference=timing.ratio(rounds, c.name, c.reference),
+        reference=c.reference,
+        vs_counterpart=(timing.ratio(rounds, c.name, c.counterpart)
+                        if c.counterpart else None),
+        all_applied=c.step.steps_applied() == c.step.runs)
+  return report.Pool(rows=rows, rounds=len(next(iter(rounds.values()))))
+
+
+def _measure_graphs(contenders: List[Contender]) -> None:
+  for c in contenders:
+    c.built_ops = graph_cost.built_ops(c.step.graph)
+    c.run_ops = c.step.measure(graph_cost.run_ops)
+    c.peak_bytes = int(statistics.median(
+        c.step.measure(graph_cost.step_peak_bytes)
+        for _ in range(TRACED_STEPS)))
+
+
+def _ops_lines(shape: shapes.Shape, measured: Dict[str, Contender]):
+  """Per implementation: lines of built and run ops added vs. variables."""
+  other = {}
+  for impl in impls.IMPLEMENTATIONS:
+    step = steps.build(_make_loss(shape, shape.other_size),
+                       impls.train_op_of(impl))
+    other[impl.name] = (graph_cost.built_ops(step.graph),
+                        step.measure(graph_cost.run_ops),
+                        step.trainable_variables)
+    step.close()
+  here = {name: (c.built_ops, c.run_ops, c.step.trainable_variables)
+          for name, c in measured.items()}
+  lines = {}
+  for name in other:
+    if name == "bare":
+      continue
+    fits = []
+    for which in (0, 1):  # built, run
+      fits.append(graph_cost.fit_line(
+          other[name][which] - other["bare"][which], other[name][2],
+          here[name][which] - here["bare"][which], here[name][2]))
+    lines[name] = tuple(fits)
+  return lines
+
+
+def run_shape(shape: shapes.Shape, seconds: float) -> report.ShapeResult:
+  _log(f"{shape.name}: building {shape.label}")
+  main = _main_contenders(shape)
+  ideas = _idea_contenders(shape, main)
+  _log(f"{shape.name}: timing {len(main) + len(ideas)} steps, {seconds:.0f}s")
+  pool = _time_pool(main + ideas, seconds)
+  _measure_graphs(main)
+  for c in main + ideas:
+    c.step.close()
+  by_name = {c.name: c for c in main}
+  lines = _ops_lines(shape, by_name)
+  return report.ShapeResult(
+      shape=shape, pool=pool, ops=lines,
+      peak_bytes={c.name: c.peak_bytes for c in main},
+      variables=by_name["bare"].step.trainable_variables)
+
+
+def count_distinct() -> Dict[str, tuple]:
+  """Ops-added lines on the family where no two variables share a shape."""
+  shape = shapes.DISTINCT
+  _log("distinct shapes: counting ops")
+  measured = {}
+  for impl in impls.IMPLEMENTATIONS:
+    step = steps.build(_make_loss(shape, shape.size), impls.train_op_of(impl))
+    measured[impl.name] = Contender(impl.name, impl.label, step,
+                                    built_ops=graph_cost.built_ops(step.graph),
+                                    run_ops=step.measure(graph_cost.run_ops))
+    step.close()
+  return _ops_lines(shape, measured)
+
+
+def run_xla(seconds: float) -> Dict[str, report.Pool]:
+  pools = {}
+  for shape in shapes.SHAPES.values():
+    _log(f"XLA: building and compiling {shape.name}")
+    contenders = _main_contenders(shape, scope=tf.xla.experimental.jit_scope)
+    for c in contenders:
+      c.step.run()  # Compiles.
+    _log(f"XLA: timing {shape.name} for {seconds:.0f}s")
+    pools[shape.name] = _time_pool(contenders, seconds)
+    for c in contenders:
+      c.step.close()
+  return pools
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--minutes", type=float, default=8.0,
+                      help="time for timing rounds (graph building, "
+                           "compiling and counting add about 3 minutes)")
+  parser.add_argument("--output", default="BENCHMARKS.md",
+                      help="Markdown file to write, relative to the "
+                           "repository root")
+  args = parser.parse_args(argv)
+  seconds = args.minutes * 60
+  machine = report.machine_info(" ".join(["python", "benchmarks/overhead.py"] +
+                                         (argv or sys.argv[1:])))
+  started = time.perf_counter()
+  results = [run_shape(shape, seconds * SHARES[shape.name])
+             for shape in shapes.SHAPES.values()]
+  distinct = count_distinct()
+  xla = run_xla(seconds * SHARES["xla"] / len(shapes.SHAPES))
+  _log("single parts alone")
+  checks = micro.finite_checks(seconds * SHARES["micro"] * 0.8)
+  updates = micro.state_updates(seconds * SHARES["micro"] * 0.2)
+  machine.finish(time.perf_counter() - started)
+  text = findings.render(machine, results, distinct, xla, checks, updates)
+  path = os.path.join(os.path.dirname(os.path.dirname(
+      os.path.abspath(__file__))), args.output)
+  with open(path, "w", encoding="utf-8") as out:
+    out.write(text)
+  print(findings.console_summary(results))
+  print(f"\nWrote {path}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

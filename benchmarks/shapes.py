@@ -1,0 +1,100 @@
+"""Model shapes to measure on: float32 variables, float16 compute.
+
+Each shape builds a loss at a given size, so that ops added per variable can
+be read off as a slope between two sizes. Inputs are fixed random constants:
+a step reads no feed, and every step's gradients are finite.
+"""
+
+import dataclasses
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+
+v1 = tf.compat.v1
+F16, F32 = tf.float16, tf.float32
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+  """A family of models.
+
+  Attributes:
+    name: Short key, used on the command line and in tables.
+    label: What the benchmarked member looks like, for the report.
+    build: Builds the loss of the member of a given size in the default graph.
+    size: The benchmarked size.
+    other_size: A second size, for the slope of ops against variables.
+  """
+  name: str
+  label: str
+  build: Callable[[int], tf.Tensor]
+  size: int
+  other_size: int
+
+
+def _dense_stack(widths, batch: int, seed: int = 0) -> tf.Tensor:
+  """ReLU layers between `widths`, He-initialized so activations stay O(1)."""
+  rng = np.random.RandomState(seed)
+  inputs = tf.constant(rng.randn(batch, widths[0]).astype(np.float32))
+  hidden = tf.cast(inputs, F16)
+  for i, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:])):
+    he_normal = rng.randn(fan_in, fan_out) * np.sqrt(2.0 / fan_in)
+    kernel = v1.get_variable(f"dense_{i}/kernel",
+                             initializer=he_normal.astype(np.float32))
+    bias = v1.get_variable(f"dense_{i}/bias",
+                           initializer=np.zeros(fan_out, np.float32))
+    hidden = tf.nn.relu(tf.matmul(hidden, tf.cast(kernel, F16)) +
+                        tf.cast(bias, F16))
+  return tf.reduce_mean(tf.square(tf.cast(hidden, F32)))
+
+
+def many_small(layers: int) -> tf.Tensor:
+  """`layers` layers of 64x64 (kernel and bias each), batch 32."""
+  return _dense_stack([64] * (layers + 1), batch=32)
+
+
+def distinct_shapes(layers: int) -> tf.Tensor:
+  """Like `many_small`, but widths 16, 17, 18...: no two variables alike."""
+  return _dense_stack([16 + i for i in range(layers + 1)], batch=32)
+
+
+def wide(layers: int) -> tf.Tensor:
+  """`layers` layers of 1024x1024, batch 64."""
+  return _dense_stack([1024] * (layers + 1), batch=64)
+
+
+def embedding(tables: int, rows: int = 50_000, dim: int = 64,
+              batch: int = 256) -> tf.Tensor:
+  """`tables` tables of rows x dim, 256 lookups each, into one 64x1 head.
+
+  The tables' gradients are `tf.IndexedSlices` of 256 rows.
+  """
+  rng = np.random.RandomState(0)
+  lookups = []
+  for i in range(tables):
+    table = v1.get_variable(
+        f"embedding_{i}", initializer=(rng.randn(rows, dim) * 0.1).astype(
+            np.float32))
+    ids = tf.constant(rng.randint(0, rows, size=batch))
+    lookups.append(tf.cast(tf.gather(table, ids), F16))
+  summed = lookups[0] if tables == 1 else tf.add_n(lookups)
+  head = v1.get_variable("head", initializer=(rng.randn(dim, 1) * 0.1).astype(
+      np.float32))
+  out = tf.matmul(summed, tf.cast(head, F16))
+  return tf.reduce_mean(tf.square(tf.cast(out, F32) - 1.0))
+
+
+SHAPES = {
+    "many_small": Shape("many_small", "100 layers of 64x64, batch 32",
+                        many_small, size=100, other_size=20),
+    "wide": Shape("wide", "4 layers of 1024x1024, batch 64", wide,
+                  size=4, other_size=2),
+    "embedding": Shape("embedding",
+                       "50,000x64 embedding, 256 lookups, 64x1 head",
+                       embedding, size=1, other_size=3),
+}
+
+# Only for counting ops: the worst case for grouping by shape.
+DISTINCT = Shape("distinct", "layers 16x17, 17x18, ... (no two shapes alike)",
+                 distinct_shapes, size=20, other_size=10)

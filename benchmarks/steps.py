@@ -1,0 +1,77 @@
+"""A built training step: its own graph and Session, ready to run."""
+
+import contextlib
+import dataclasses
+from typing import Callable, ContextManager, Optional
+
+import tensorflow as tf
+
+v1 = tf.compat.v1
+
+
+@dataclasses.dataclass
+class Step:
+  """One training step of one model, in its own graph and Session."""
+  graph: tf.Graph
+  session: v1.Session
+  train_op: tf.Operation
+  global_step: tf.Variable
+  trainable_variables: int
+  init_op: tf.Operation
+  runs: int = 0  # Steps run so far; `global_step` should say the same.
+
+  def run(self) -> None:
+    self.session.run(self.train_op)
+    self.runs += 1
+
+  def measure(self, probe: Callable[[v1.Session, tf.Operation], int]) -> int:
+    """Returns `probe(session, train_op)`, which runs one step."""
+    self.runs += 1
+    return probe(self.session, self.train_op)
+
+  def in_new_session(self, config: v1.ConfigProto) -> "Step":
+    """The same graph in a second Session (own variables), initialized."""
+    session = v1.Session(graph=self.graph, config=config)
+    session.run(self.init_op)
+    return dataclasses.replace(self, session=session, runs=0)
+
+  def steps_applied(self) -> int:
+    return int(self.session.run(self.global_step))
+
+  def close(self) -> None:
+    self.session.close()
+
+
+def session_config(grappler: bool = True) -> v1.ConfigProto:
+  """The default Session config, or one with Grappler switched off."""
+  config = v1.ConfigProto()
+  if not grappler:
+    config.graph_options.rewrite_options.disable_meta_optimizer = True
+  return config
+
+
+def build(make_loss: Callable[[], tf.Tensor], make_train_op: Callable,
+          config: Optional[v1.ConfigProto] = None,
+          scope: Callable[[], ContextManager] = contextlib.nullcontext) -> Step:
+  """Builds loss and train op in a fresh graph inside `scope()`, initialized.
+
+  Args:
+    make_loss: Builds the model's loss in the default graph.
+    make_train_op: Builds the train op from the loss and a global step.
+    config: Session config (default: TensorFlow's defaults).
+    scope: Context the graph is built in (e.g. an XLA `jit_scope`).
+
+  Returns:
+    The step, with variables initialized and nothing run yet.
+  """
+  graph = tf.Graph()
+  with graph.as_default(), scope():
+    loss = make_loss()
+    global_step = v1.train.get_or_create_global_step()
+    train_op = make_train_op(loss, global_step)
+    init = v1.global_variables_initializer()
+    trainable = len(v1.trainable_variables())
+  session = v1.Session(graph=graph, config=config or session_config())
+  session.run(init)
+  return Step(graph, session, train_op, global_step, trainable, init)
+
