@@ -37,6 +37,7 @@ import tensorflow as tf
 
 from managers import _tracking
 from managers import _validation
+from mp_optimizer import gating
 
 _PREFIX = "gradient_accumulation"
 
@@ -125,9 +126,10 @@ class GradientAccumulator:
     """
     pairs = [(g, v) for g, v in grads_and_vars if g is not None]
     accumulators, counter = self._state([v for _, v in pairs])
-    return lambda: self._build(strategy, pairs, accumulators, counter, apply)
+    return lambda pivot: self._build(strategy, pairs, accumulators, counter,
+                                     apply, pivot)
 
-  def _build(self, strategy, pairs, accumulators, counter, apply):
+  def _build(self, strategy, pairs, accumulators, counter, apply, pivot):
 
     def add(*grads):
       ops = []
@@ -141,8 +143,8 @@ class GradientAccumulator:
                                     read_value=False))
       return tf.group(*ops)
 
-    added = strategy.extended.call_for_each_replica(
-        add, args=tuple(g for g, _ in pairs))
+    added = gating.on_each_replica(strategy, pivot, add,
+                                     tuple(g for g, _ in pairs))
     with tf.control_dependencies([strategy.group(added)]):
       counted = counter.assign_add(1, read_value=False)
     with tf.control_dependencies([counted]):
@@ -165,7 +167,7 @@ class GradientAccumulator:
             lambda context: local[context.replica_id_in_sync_group % len(local)])
 
       means = [mean(components, v) for components, (_, v) in zip(parts, pairs)]
-      applied = apply(list(zip(means, [v for _, v in pairs])))
+      applied = apply(list(zip(means, [v for _, v in pairs])), pivot)
       with tf.control_dependencies([applied]):
         return tf.group(*[c.assign(tf.zeros_like(c), read_value=False)
                           for components in parts for c in components],

@@ -35,6 +35,7 @@ import tensorflow as tf
 import managers
 from mp_optimizer import accumulation
 from mp_optimizer import clipping
+from mp_optimizer import gating
 from mp_optimizer import signals
 
 
@@ -57,7 +58,7 @@ def _first_replica_only(grad):
   return grad * keep
 
 
-def _apply(strategy, parts: Parts, grads_and_vars, global_step, name):
+def _apply(strategy, parts: Parts, grads_and_vars, global_step, name, pivot):
   """Applies (per-replica) pairs through the inner optimizer, clipped."""
   pairs = [(g, v) for g, v in grads_and_vars if g is not None]
   variables = [v for _, v in pairs]
@@ -79,8 +80,7 @@ def _apply(strategy, parts: Parts, grads_and_vars, global_step, name):
   if parts.clip is not None and several:
     grads = tuple(strategy.extended.batch_reduce_to(
         tf.distribute.ReduceOp.SUM, pairs))
-  return strategy.group(
-      strategy.extended.call_for_each_replica(apply_local, args=grads))
+  return strategy.group(gating.on_each_replica(strategy, pivot, apply_local, grads))
 
 
 def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
@@ -89,22 +89,22 @@ def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
   train_ops = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.TRAIN_OP)
   train_ops_before = list(train_ops)
 
-  def apply(pairs):
-    return _apply(strategy, parts, pairs, global_step, name)
+  def apply(pairs, pivot):
+    return _apply(strategy, parts, pairs, global_step, name, pivot)
 
   if parts.accumulator is None:
-    use = lambda: apply(grads_and_vars)
+    use = lambda pivot: apply(grads_and_vars, pivot)
   else:
     use = parts.accumulator.micro_step(strategy, grads_and_vars, apply)
 
   scale = parts.manager.get_loss_scale()
   if parts.manager.skips_nonfinite_steps:
     finite = managers.all_finite_in_sync(g for g, _ in grads_and_vars)
-    applied = tf.cond(finite, use, parts.skip_counter.add_one)
+    applied = gating.gate(finite, use, parts.skip_counter.add_one)
     skipped = parts.skip_counter.total()
   else:
     finite = tf.constant(True)
-    applied = use()
+    applied = use(finite)
     skipped = tf.constant(0, tf.int64)
   with tf.control_dependencies([applied, scale]):
     update = parts.manager.update_loss_scale(finite)

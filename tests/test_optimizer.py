@@ -249,7 +249,7 @@ class DelegationTest(parameterized.TestCase):
                  and not op.name.endswith("/Assign")]  # Initializers.
       self.assertLen(assigns, 3)
       applied = [op for op in train_op.control_inputs
-                 if op.name.startswith("cond")]
+                 if op.name.startswith("gate_done")]
       self.assertLen(applied, 1)
       for assign in assigns:
         self.assertIn(applied[0], _ancestors(assign))
@@ -274,12 +274,11 @@ class DevicePlacementTest(parameterized.TestCase):
                                               MANAGERS["contrib"]())
         train_op = opt.minimize(loss, global_step=global_step)
         w = [v for v in v1.trainable_variables() if v.op.name == "dense/w"][0]
-      # With v1 control flow the gated increment is an op of this graph; with
-      # v2 it is inside the cond's function and runs where the resource is.
+      # The gated increment is an op of this graph, colocated with the step.
       increments = [op for op in g.get_operations()
                     if op.type in ("AssignAdd", "AssignAddVariableOp")
                     and b"loc:@global_step" in op.colocation_groups()]
-      self.assertLen(increments, 1 if legacy else 0)
+      self.assertLen(increments, 1)
       config = v1.ConfigProto(allow_soft_placement=True)
       with v1.Session(graph=g, config=config) as sess:
         sess.run(v1.global_variables_initializer())

@@ -1,0 +1,46 @@
+"""Gating a step on one boolean with a single Switch.
+
+`gate` is the step's `tf.cond` without its per-input cost; `on_each_replica`
+keeps the gate's control dependency alive inside `tf.distribute` replicas.
+"""
+
+import tensorflow as tf
+
+
+def on_each_replica(strategy, pivot, fn, args=()):
+  """`call_for_each_replica`, with every op it builds depending on `pivot`.
+
+  Replica threads start without the caller's control dependencies, so the
+  gate's pivot is entered again inside each replica; a `merge_call` from
+  there carries it back into cross-replica context.
+  """
+  def gated(*local):
+    with tf.control_dependencies([pivot]):
+      return fn(*local)
+
+  return strategy.extended.call_for_each_replica(gated, args=args)
+
+
+def gate(pred: tf.Tensor, when_true, when_false) -> tf.Operation:
+  """Runs the ops `when_true(pivot)` builds if `pred`, else `when_false()`.
+
+  Like `tf.cond` on two op-returning branches, but `tf.cond` adds a Switch (or
+  a function argument) for every tensor a branch captures: for Adam about four
+  per variable, executed every step. Here one Switch splits `pred` into two
+  pivots; every op of a side is built under a control dependency on its
+  pivot, so on the untaken side all of them are dead and none runs; a Merge
+  joins the sides into one op that completes either way.
+  """
+  off, on = tf.raw_ops.Switch(data=pred, pred=pred, name="gate")
+  # A control edge from the Switch op itself would always fire: deadness
+  # lives on its outputs, so each side hangs off an Identity of one of them.
+  on, off = tf.identity(on, name="gate_true"), tf.identity(off, name="gate_false")
+  with tf.control_dependencies([on]):
+    taken = when_true(on)
+  with tf.control_dependencies([off]):
+    not_taken = when_false()
+  with tf.control_dependencies([taken]):
+    done_on = tf.identity(on)
+  with tf.control_dependencies([not_taken]):
+    done_off = tf.identity(off)
+  return tf.raw_ops.Merge(inputs=[done_off, done_on], name="gate_done").output.op
