@@ -87,10 +87,10 @@ def _notes(results: List[report.ShapeResult]) -> str:
     parts = [f"unscaling alone {floor:.3f}×"]
     for name, what in (("gate_switch_waiting",
                         "held back until every gradient exists"),
-                       ("gate_cond", "with the tf.cond gate"),
+                       ("gate_switch", "with the gate"),
                        ("ours_fixed", "with gate and check"),
                        ("ours_tf2", "with gate, check and dynamic update"),
-                       ("proposed", "with the single-Switch gate instead")):
+                       ("previous", "the same with a tf.cond gate")):
       if name in rows:
         parts.append(f"{what} {rows[name].vs_reference.median:.3f}×")
     notes.append(f"- Step time on {shape}: " + "; ".join(parts) + ". See "

@@ -40,7 +40,8 @@ def checks_text(checks: Dict[str, Dict[str, float]], pools) -> str:
 
 {micro}
 
-Whole steps (tf.cond gate, fixed scale; "ours, fixed" is the grouped check):
+Whole steps (the optimizer's single-Switch gate, fixed scale; "ours, fixed"
+is the grouped check):
 
 {steps}
 
@@ -69,25 +70,26 @@ def gate_text(pools, updates: Dict[str, float]) -> str:
                                           "ours_tf2"])
   grappler = report.pool_table(pools, ["ours_tf2", "bare_no_grappler",
                                        "ours_tf2_no_grappler"])
-  proposed = report.pool_table(pools, ["ours_tf2", "proposed"])
+  previous = report.pool_table(pools, ["ours_tf2", "previous"])
   return f"""\
 ### The gate
 
-The optimizer applies the inner update inside `tf.cond`. A cond captures
-every input of the apply (each gradient, each variable and slot handle), and
-each capture becomes a Switch when the cond is lowered: about four executed
-ops per variable for Adam. A single Switch on the flag, with control edges
-from its live side to every op of the apply, gates the same ops without
-touching their inputs ("one Switch" rows).
+The optimizer gates the inner update with one Switch on the flag
+(`mp_optimizer.gating`): every op of the apply hangs off the Switch's true
+side through a control edge, so a skipped step runs none of them, and no
+input is switched. It used to be `tf.cond`, which captures every input of
+the apply (each gradient, each variable and slot handle); each capture
+becomes a Switch when the cond is lowered: about four executed ops per
+variable for Adam.
 
 {gates}
 
-On many_small, unscaling alone costs {floor:.3f}× bare; adding the tf.cond
-gate, {cond:.3f}×; the single-Switch gate instead, {switch:.3f}×. Any design
+On many_small, unscaling alone costs {floor:.3f}× bare; with `tf.cond` as
+the gate, {cond:.3f}×; with the single Switch, {switch:.3f}×. Any design
 that skips a whole step must also hold every update back until the last
 gradient is known to be finite, where bare Adam updates each variable as
-soon as its gradient exists; the single-Switch gate with a flag that only
-waits for all gradients shows that floor: {waiting:.3f}×.
+soon as its gradient exists; the single Switch with a flag that only waits
+for all gradients shows that floor: {waiting:.3f}×.
 
 ### The scale update
 
@@ -101,13 +103,12 @@ Whole steps: a fixed scale (no update) against both dynamic faces:
 
 {grappler}
 
-### The optimizer with the single-Switch gate
+### The whole step with the earlier tf.cond gate
 
-`mp_optimizer/optimizer.py` is not changed by this benchmark; this row
-assembles the step it would build with the single-Switch gate (grouped check,
-TF2 dynamic update after the gate), next to the optimizer as it is:
+The optimizer as it is (grouped check, single-Switch gate, TF2 dynamic
+update after the gate) next to the same step gated by `tf.cond`:
 
-{proposed}
+{previous}
 """
 
 

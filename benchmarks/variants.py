@@ -16,6 +16,7 @@ import tensorflow as tf
 import managers
 from managers import finite
 import mp_optimizer
+from mp_optimizer import gating
 from benchmarks import implementations
 
 v1 = tf.compat.v1
@@ -66,25 +67,18 @@ def after_every_gradient(grads) -> tf.Tensor:
 
 
 def cond_gate(flag: tf.Tensor, apply: Callable[[], tf.Operation]):
-  """What the optimizer does: `tf.cond(flag, apply, no_op)`."""
+  """The optimizer's earlier gate: `tf.cond(flag, apply, no_op)`."""
   return tf.cond(flag, apply, tf.no_op)
 
 
 def switch_gate(flag: tf.Tensor, apply: Callable[[], tf.Operation]):
-  """One Switch on the flag gates the whole apply through control edges.
+  """The optimizer's gate (`mp_optimizer.gating.gate`): one Switch.
 
   Every op the apply builds gets a control input from the Switch's true
   side, so all of them are dead (not run) when `flag` is False; no other
-  input is switched. A Merge of the two sides gives an op that is live either
-  way, for the scale update to wait on.
+  input is switched. A Merge of the two sides is live either way.
   """
-  skip, go = tf.raw_ops.Switch(data=flag, pred=flag)
-  with tf.control_dependencies([tf.identity(go)]):
-    applied = apply()
-    with tf.control_dependencies([applied]):
-      done = tf.identity(go)
-  merged, _ = tf.raw_ops.Merge(inputs=[done, tf.identity(skip)])
-  return merged.op
+  return gating.gate(flag, lambda pivot: apply(), tf.no_op)
 
 
 def assembled(check: Check, gate: Gate,
@@ -174,20 +168,20 @@ IDEAS = [
     Idea("gate_cond_tf1", "gate alone: tf.cond built as TF1 (Switch/Merge)",
          ("many_small",), assembled(always_true, cond_gate),
          scope=tf1_control_flow),
-    Idea("gate_switch", "gate alone: one Switch, control edges, one Merge",
+    Idea("gate_switch", "gate alone: one Switch (the optimizer's), no check",
          _TWO, assembled(always_true, switch_gate)),
     Idea("gate_switch_waiting", "one Switch, flag waits for every gradient, "
          "no check (the floor of skipping)", _TWO,
          assembled(after_every_gradient, switch_gate)),
-    Idea("check_tf", "tf.cond + TF's check (is_finite, reduce_all each)",
-         _TWO, assembled(per_gradient_is_finite, cond_gate)),
-    Idea("check_sum_each", "tf.cond + one reduce_sum per gradient (before)",
-         _TWO, assembled(per_gradient_sum, cond_gate)),
-    Idea("check_grouped_all", "tf.cond + grouped sums, no size limit",
-         ("wide",), assembled(grouped_without_limit, cond_gate)),
-    Idea("proposed", "one Switch + grouped check + TF2 dynamic update",
-         ("many_small", "wide", "embedding"),
-         assembled(managers.all_finite, switch_gate, dynamic=True)),
+    Idea("check_tf", "gate + TF's check (is_finite, reduce_all each)",
+         _TWO, assembled(per_gradient_is_finite, switch_gate)),
+    Idea("check_sum_each", "gate + one reduce_sum per gradient (before)",
+         _TWO, assembled(per_gradient_sum, switch_gate)),
+    Idea("check_grouped_all", "gate + grouped sums, no size limit",
+         ("wide",), assembled(grouped_without_limit, switch_gate)),
+    Idea("previous", "tf.cond gate + grouped check + TF2 dynamic update "
+         "(the optimizer's earlier gate)", ("many_small", "wide", "embedding"),
+         assembled(managers.all_finite, cond_gate, dynamic=True)),
     Idea("bare_no_grappler", "bare Adam, Grappler off", ("many_small",),
          same_graph_as="bare", grappler=False),
     Idea("ours_tf2_no_grappler", "ours, TF2 dynamic, Grappler off",

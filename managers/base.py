@@ -73,7 +73,7 @@ class LossScaleManager(_tracking.Trackable, metaclass=abc.ABCMeta):
     """True when a step with a NaN/Inf gradient must not be applied.
 
     The optimizer reads this once, when it builds the graph: when it is False
-    no finite check and no `tf.cond` are built at all.
+    no finite check and no gate are built at all.
     """
     return True
 

@@ -14,7 +14,7 @@ class FixedLossScaleManager(base.LossScaleManager):
   Inf is skipped by default (as `tf.contrib.mixed_precision` did): a too-large
   fixed scale then costs a step instead of corrupting the weights. Pass
   `skip_nonfinite_steps=False` to apply every step, as TF's built-in does; the
-  optimizer then builds no finite check and no `tf.cond`.
+  optimizer then builds no finite check and no gate.
 
   The constructor creates no tensor; the scale becomes a constant in whichever
   graph asks for it.

@@ -109,20 +109,22 @@ class GradientAccumulator:
                  apply: Callable) -> Callable[[], tf.Operation]:
     """Returns a function that builds one finite micro-step.
 
-    The state is made now, so that the returned function can run inside
-    control flow (the step's `tf.cond`): distributed variables must not be
-    created in a branch.
+    The state is made now, so that the returned function can run under the
+    step's gate and build the window's `tf.cond`: distributed variables must
+    not be created inside control flow.
 
     Args:
       strategy: The strategy whose cross-replica context this runs in.
       grads_and_vars: Unscaled (gradient, variable) pairs of this micro-step;
         per-replica values under a strategy.
       apply: Called with the window's mean (gradient, variable) pairs (again
-        per replica) to build the inner optimizer's update op.
+        per replica) and the gate's pivot, to build the inner optimizer's
+        update op.
 
     Returns:
-      A function of no arguments returning the micro-step's op (see the
-      module docstring).
+      A function of the gate's pivot returning the micro-step's op (see the
+      module docstring); replica functions re-enter the pivot
+      (`gating.on_each_replica`).
     """
     pairs = [(g, v) for g, v in grads_and_vars if g is not None]
     accumulators, counter = self._state([v for _, v in pairs])

@@ -26,10 +26,22 @@ def gate(pred: tf.Tensor, when_true, when_false) -> tf.Operation:
 
   Like `tf.cond` on two op-returning branches, but `tf.cond` adds a Switch (or
   a function argument) for every tensor a branch captures: for Adam about four
-  per variable, executed every step. Here one Switch splits `pred` into two
-  pivots; every op of a side is built under a control dependency on its
-  pivot, so on the untaken side all of them are dead and none runs; a Merge
-  joins the sides into one op that completes either way.
+  per variable, executed every step (see BENCHMARKS.md, "The gate"). Here one
+  Switch splits `pred` into two pivots; every op of a side is built under a
+  control dependency on its pivot, so on the untaken side all of them are
+  dead and none runs; a Merge joins the sides into one op that completes
+  either way. Ops a side makes under `tf.init_scope` (slot variables) are
+  outside the gate, as they are outside `tf.cond`.
+
+  Args:
+    pred: Scalar bool tensor.
+    when_true: Called with the true side's pivot; returns an op. Under
+      `tf.distribute` it must build replica functions through
+      `on_each_replica`.
+    when_false: Called with no argument; returns an op.
+
+  Returns:
+    An op that completes when the taken side has.
   """
   off, on = tf.raw_ops.Switch(data=pred, pred=pred, name="gate")
   # A control edge from the Switch op itself would always fire: deadness

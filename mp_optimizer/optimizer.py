@@ -208,7 +208,7 @@ class LossScaleOptimizer(Optimizer):
     """Applies unscaled gradients if all are finite; updates the scale.
 
     One boolean covers every non-None gradient. The inner optimizer's apply
-    (and its `global_step` increment) runs inside one `tf.cond` on it, after
+    (and its `global_step` increment) is gated by one Switch on it, after
     any clipping and gradient accumulation; the manager's update runs after
     that and is grouped into the returned op. Under `tf.distribute` this
     happens in cross-replica context and every replica gets the same verdict.

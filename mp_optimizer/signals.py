@@ -31,8 +31,8 @@ LOSS_SCALE = "mp_optimizer_loss_scale"
 class SkipCounter:
   """The LOCAL int64 `skipped_steps` variable of one optimizer, per graph.
 
-  Only a skipped step touches it (from the false branch of the step's
-  `tf.cond`), so a finite step pays nothing for the count.
+  Only a skipped step touches it (from the untaken side of the step's
+  gate), so a finite step pays nothing for the count.
   """
 
   def __init__(self, owner):

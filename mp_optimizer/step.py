@@ -6,7 +6,7 @@ runs once per step however many replicas there are:
 ```
 scale   = manager.get_loss_scale()          # the S this step used
 finite  = all_finite_in_sync(grads)         # one verdict for every replica
-applied = tf.cond(finite, use(grads), skipped_steps += 1)
+applied = gate(finite, use(grads), skipped_steps += 1)   # one Switch
 after applied: manager.update_loss_scale(finite)
 return tf.group(...)                        # also the only TRAIN_OP entry
 
@@ -15,8 +15,10 @@ use(grads):   apply(grads), or with gradient accumulation, add them to the
 apply(grads): clip (optional), then inner.apply_gradients on each replica
 ```
 
+`gate` (`mp_optimizer.gating`) is a `tf.cond` built from one Switch: only
+the untaken side's ops are dead, and no gradient or variable is switched.
 A manager that applies every step (`skips_nonfinite_steps` False) gets no
-finite check and no `tf.cond`.
+finite check and no gate.
 
 Clipping sees the gradient the update will use. With one replica that is the
 replica's gradient. With several, the v1 inner optimizer sums the replicas'
@@ -109,7 +111,7 @@ def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
   with tf.control_dependencies([applied, scale]):
     update = parts.manager.update_loss_scale(finite)
   train_op = tf.group(applied, update, name=name)
-  # The inner apply sits inside the cond; only the gated step is a train op.
+  # The inner apply is gated; only the whole gated step is a train op.
   train_ops[:] = train_ops_before + [train_op]
   signals.record(finite, skipped, scale)
   return train_op
