@@ -15,6 +15,7 @@ from mp_optimizer import signals
 from mp_optimizer import step
 
 Optimizer = tf.compat.v1.train.Optimizer
+_TF_WRAPPER = tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer
 GradsAndVars = List[Tuple[Optional[Union[tf.Tensor, tf.IndexedSlices]],
                           tf.Variable]]
 
@@ -62,8 +63,8 @@ class LossScaleOptimizer(Optimizer):
   Raises:
     TypeError: If `opt` or `loss_scale_manager` has the wrong type, or an
       option is not a number.
-    ValueError: If `opt` is already a `LossScaleOptimizer`, or an option is
-      out of range.
+    ValueError: If `opt` is already a `LossScaleOptimizer` or TF's
+      `MixedPrecisionLossScaleOptimizer`, or an option is out of range.
   """
 
   def __init__(self, opt: Optimizer,
@@ -76,6 +77,11 @@ class LossScaleOptimizer(Optimizer):
       raise ValueError(
           f"`opt` is already a {type(opt).__name__}; wrapping it twice would "
           "scale the loss twice. Pass its `inner_optimizer` instead.")
+    if isinstance(opt, _TF_WRAPPER):
+      raise ValueError(
+          "`opt` is already TensorFlow's MixedPrecisionLossScaleOptimizer; "
+          "wrapping it would scale the loss twice. Pass the optimizer it "
+          f"wraps instead, got {opt!r}.")
     if not isinstance(opt, Optimizer):
       raise TypeError(
           "`opt` must be a tf.compat.v1.train.Optimizer, got "
@@ -120,7 +126,7 @@ class LossScaleOptimizer(Optimizer):
   @property
   def loss_scale(self) -> tf.Tensor:
     """The current loss scale tensor (Keras name of `get_loss_scale()`)."""
-    return self._manager.get_loss_scale()
+    return self.get_loss_scale()
 
   @property
   def dynamic(self) -> bool:
@@ -139,7 +145,12 @@ class LossScaleOptimizer(Optimizer):
     return getattr(self._manager, "incr_every_n_steps", None)
 
   def get_scaled_loss(self, loss: tf.Tensor) -> tf.Tensor:
-    """Returns `loss * S` (in the loss's dtype), for use with tf.gradients."""
+    """Returns `loss * S` (in the loss's dtype), for use with tf.gradients.
+
+    Raises:
+      RuntimeError: Under eager execution.
+      TypeError: If `loss` is not a floating-point tensor.
+    """
     _graph.require_graph("LossScaleOptimizer.get_scaled_loss")
     loss = grad_lib.check_loss(loss)
     return self._scale(loss, self._manager.get_loss_scale())
@@ -147,7 +158,11 @@ class LossScaleOptimizer(Optimizer):
   scale_loss = get_scaled_loss
 
   def get_unscaled_gradients(self, grads) -> list:
-    """Returns gradients of a scaled loss multiplied by 1/S (None kept)."""
+    """Returns gradients of a scaled loss multiplied by 1/S (None kept).
+
+    Raises:
+      RuntimeError: Under eager execution.
+    """
     _graph.require_graph("LossScaleOptimizer.get_unscaled_gradients")
     return self._unscale(list(grads), self._manager.get_loss_scale())
 
@@ -164,7 +179,11 @@ class LossScaleOptimizer(Optimizer):
     return unscaled
 
   def check_finite(self, grads) -> tf.Tensor:
-    """Returns a scalar bool tensor: are all `grads` finite (None ignored)?"""
+    """Returns a scalar bool tensor: are all `grads` finite (None ignored)?
+
+    Raises:
+      RuntimeError: Under eager execution.
+    """
     _graph.require_graph("LossScaleOptimizer.check_finite")
     return managers.all_finite(grads)
 
@@ -224,7 +243,9 @@ class LossScaleOptimizer(Optimizer):
 
     Raises:
       RuntimeError: Under eager execution, or in cross-replica context.
-      ValueError: If `grads_and_vars` is empty.
+      TypeError: If `grads_and_vars` does not hold (gradient, variable) pairs.
+      ValueError: If `grads_and_vars` is empty, or holds gradients of the
+        scaled loss that were never unscaled (where that is detectable).
     """
     _graph.require_graph("LossScaleOptimizer.apply_gradients")
     grads_and_vars = misuse.check_grads_and_vars(grads_and_vars)

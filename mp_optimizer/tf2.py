@@ -11,9 +11,6 @@ import tensorflow as tf
 import managers
 from mp_optimizer import optimizer as optimizer_lib
 
-_TF_OPTIMIZER = tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer
-
-
 class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
   """`tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer`, fixed.
 
@@ -57,11 +54,6 @@ class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
                initial_scale: Optional[float] = None,
                dynamic_growth_steps: Optional[int] = None,
                **options):
-    if isinstance(opt, _TF_OPTIMIZER):
-      raise ValueError(
-          "`opt` is already TensorFlow's MixedPrecisionLossScaleOptimizer; "
-          "wrapping it would scale the loss twice. Pass the optimizer it "
-          f"wraps instead, got {opt!r}.")
     aliases = {k: v for k, v in (("initial_scale", initial_scale),
                                  ("dynamic_growth_steps", dynamic_growth_steps))
                if v is not None}

@@ -119,6 +119,9 @@ class RejectedArgumentsTest(parameterized.TestCase):
       theirs = tf_mp.MixedPrecisionLossScaleOptimizer(SGD(), 8)
       with self.assertRaisesRegex(ValueError, "`opt`.*twice"):
         mp_optimizer.MixedPrecisionLossScaleOptimizer(theirs, "dynamic")
+      with self.assertRaisesRegex(ValueError, "`opt`.*twice"):
+        mp_optimizer.LossScaleOptimizer(
+            theirs, managers.FixedLossScaleManager(8))
 
   def test_keras_optimizer_is_a_type_error(self):
     with self.assertRaisesRegex(TypeError, "`opt`.*keras"):
