@@ -64,13 +64,13 @@ def check_open_unit(name: str, value: Any) -> float:
   return value
 
 
-def check_positive_int(name: str, value: Any) -> int:
-  """Checks that `value` is an int >= 1 (bools and floats are rejected)."""
+def check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
+  """Checks that `value` is an int >= `minimum` (bools and floats rejected)."""
   if isinstance(value, bool) or not isinstance(value, numbers.Integral):
     raise TypeError(
         f"`{name}` must be a positive Python int, got {_describe(value)}.")
-  if value < 1:
-    raise ValueError(f"`{name}` must be >= 1, got {value}.")
+  if value < minimum:
+    raise ValueError(f"`{name}` must be >= {minimum}, got {value}.")
   return int(value)
 
 
@@ -82,9 +82,18 @@ def check_bool(name: str, value: Any) -> bool:
 
 
 def check_choice(name: str, value: Any, choices: tuple) -> Any:
-  """Checks that `value` is one of `choices`."""
+  """Checks that `value` is one of `choices` (all of one type, e.g. `str`).
+
+  Raises:
+    TypeError: If `value` is not of the choices' type.
+    ValueError: If it is, but is none of them.
+  """
+  allowed = ", ".join(repr(c) for c in choices)
+  kind = type(choices[0])
+  if not isinstance(value, kind):
+    raise TypeError(f"`{name}` must be a {kind.__name__}, one of {allowed}; "
+                    f"got {_describe(value)}.")
   if value not in choices:
-    allowed = ", ".join(repr(c) for c in choices)
     raise ValueError(f"`{name}` must be one of {allowed}, got {value!r}.")
   return value
 

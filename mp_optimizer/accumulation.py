@@ -46,11 +46,8 @@ def check_steps(steps):
   """Validates `gradient_accumulation_steps`: None, or an int >= 2."""
   if steps is None:
     return None
-  steps = _validation.check_positive_int("gradient_accumulation_steps", steps)
-  if steps < 2:
-    raise ValueError("`gradient_accumulation_steps` must be None or an int "
-                     f">= 2, got {steps}.")
-  return steps
+  return _validation.check_positive_int("gradient_accumulation_steps", steps,
+                                        minimum=2)
 
 
 def _accumulator_dtype(var) -> tf.DType:
@@ -64,10 +61,6 @@ class GradientAccumulator:
     self._owner = owner
     self._steps = steps
     self._by_graph = weakref.WeakKeyDictionary()
-
-  @property
-  def steps(self) -> int:
-    return self._steps
 
   def variables(self) -> List[tf.Variable]:
     """The current graph's accumulators and counter (none before use)."""

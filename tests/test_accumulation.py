@@ -149,6 +149,8 @@ class AccumulatorStateTest(parameterized.TestCase):
                                   ("float", 2.0, TypeError),
                                   ("bool", True, TypeError))
   def test_bad_steps(self, steps, error):
-    with self.assertRaisesRegex(error, "gradient_accumulation_steps"):
+    message = (r"`gradient_accumulation_steps` must be >= 2, got "
+               if error is ValueError else "gradient_accumulation_steps")
+    with self.assertRaisesRegex(error, message):
       mp_optimizer.LossScaleOptimizer(models.OPTIMIZERS["sgd"](), FIXED(),
                                       gradient_accumulation_steps=steps)

@@ -83,7 +83,7 @@ BAD_ARGUMENTS = (
      "max_loss_scale", "inf"),
     ("hysteresis_unknown", _exp(hysteresis="deepspeed"), ValueError,
      "hysteresis", "'deepspeed'"),
-    ("hysteresis_not_string", _exp(hysteresis=None), ValueError,
+    ("hysteresis_not_string", _exp(hysteresis=None), TypeError,
      "hysteresis", "None"),
     ("fail_after_zero", _exp(fail_at_floor_after=0), ValueError,
      "fail_at_floor_after", "0"),
