@@ -1,14 +1,10 @@
 """Scaling a loss up and gradients back down, without densifying anything."""
 
-from typing import List, Optional, Sequence, Union
+from typing import List, Sequence
 
 import tensorflow as tf
 
-from managers.finite import all_finite  # Re-exported: the one finite check.
-
-Gradient = Optional[Union[tf.Tensor, tf.IndexedSlices]]
-
-__all__ = ["all_finite", "check_loss", "scale_loss", "unscale"]
+from managers.finite import Gradient
 
 
 def check_loss(loss) -> tf.Tensor:

@@ -19,6 +19,12 @@ class LossScaleHook(tf.compat.v1.train.SessionRunHook):
   numbers are exact (not racing the step). The loss scale shown is the one the
   next step will use.
 
+  "Steps" are the session's `run` calls since it was created (a new session,
+  e.g. each `Estimator.train`, starts again from 0): the hook assumes each
+  `run` is a training step. A loop that also runs other fetches through the
+  same session (evaluation, logging) makes the step numbers larger and the
+  skipped share smaller than they are.
+
   A line reads: `loss scale 32768 at step 1200; 3 of the last 100 steps
   skipped (3.0%), 17 since the session started`.
 
