@@ -3,8 +3,9 @@
 Ops are counted twice:
 
 * built: nodes of the GraphDef as Python built it, including the bodies of
-  its functions (a `tf.cond` moves the inner apply into function bodies, so
-  counting only top-level nodes would hide it);
+  its functions (TF's built-in wrapper puts the inner apply in a `tf.cond`,
+  whose branches are function bodies, so counting only top-level nodes would
+  hide it);
 * run: nodes of the partition graphs the Session executes, after Grappler
   has optimized the graph (constant folding, deduplication, pruning) and
   `tf.cond` has been lowered to Switch/Merge.

@@ -169,9 +169,10 @@ def method_text(results: List[ShapeResult], timed_pools: int) -> str:
                                    f"{r.shape.size}" for r in results)}),
   as `slope/var + constant` over trainable variables. The unscale multiply
   (one per gradient, in every implementation) is counted. On `embedding`
-  the slope is over two extra tables; it can be negative because Adam's
-  sparse update, traced inside a tf.cond branch, reads its variables fewer
-  times than at the top level of the graph. "built" counts the
+  the slope is over two extra tables; for TF's built-in it can be negative
+  because Adam's sparse update, traced inside a tf.cond branch, reads its
+  variables fewer times than at the top level of the graph (ours gates the
+  update with one Switch and keeps it at the top level). "built" counts the
   GraphDef as Python built it, including function bodies (tf.cond branches);
   "run" counts the partition graphs the Session executed, after Grappler
   (constant folding, deduplication, pruning) and the lowering of tf.cond to
