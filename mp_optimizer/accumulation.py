@@ -103,7 +103,7 @@ class GradientAccumulator:
     """Returns a function that builds one finite micro-step.
 
     The state is made now, so that the returned function can run under the
-    step's gate and build the window's `tf.cond`: distributed variables must
+    step's gate and build the window's gate: distributed variables must
     not be created inside control flow.
 
     Args:
@@ -145,11 +145,11 @@ class GradientAccumulator:
     with tf.control_dependencies([counted]):
       count = counter.read_value()
 
-    def apply_window():
+    def apply_window(window_pivot):
       # Each replica's accumulator is read and reset through its own
-      # component, named explicitly: inside the window's tf.cond, an ON_READ
-      # variable read in replica context returned a stale value on the first
-      # of two MirroredStrategy replicas (seen on TF 2.21).
+      # component, named explicitly: an ON_READ variable read in replica
+      # context under control flow returned a stale value on the first of two
+      # MirroredStrategy replicas (seen on TF 2.21 inside tf.cond).
       parts = [strategy.experimental_local_results(accumulators[v.ref()])
                for _, v in pairs]
 
@@ -162,10 +162,10 @@ class GradientAccumulator:
             lambda context: local[context.replica_id_in_sync_group % len(local)])
 
       means = [mean(components, v) for components, (_, v) in zip(parts, pairs)]
-      applied = apply(list(zip(means, [v for _, v in pairs])), pivot)
+      applied = apply(list(zip(means, [v for _, v in pairs])), window_pivot)
       with tf.control_dependencies([applied]):
         return tf.group(*[c.assign(tf.zeros_like(c), read_value=False)
                           for components in parts for c in components],
                         counter.assign(0, read_value=False))
 
-    return tf.cond(count >= self._steps, apply_window, tf.no_op)
+    return gating.gate(count >= self._steps, apply_window, tf.no_op)
