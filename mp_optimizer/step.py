@@ -15,8 +15,9 @@ use(grads):   apply(grads), or with gradient accumulation, add them to the
 apply(grads): clip (optional), then inner.apply_gradients on each replica
 ```
 
-`gate` (`mp_optimizer.gating`) is a `tf.cond` built from one Switch: only
-the untaken side's ops are dead, and no gradient or variable is switched.
+`gate` (`mp_optimizer.gating`) does what `tf.cond` would with one Switch on
+the flag: only the untaken side's ops are dead, and no gradient or variable
+is switched. A full accumulation window is detected by a second such gate.
 A manager that applies every step (`skips_nonfinite_steps` False) gets no
 finite check and no gate.
 
