@@ -101,6 +101,15 @@ class FixedLossScale(LossScale, fixed.FixedLossScaleManager):
     return f"FixedLossScale({self._loss_scale:g})"
 
 
+class _Default(int):
+  """An int default that `_alias` can tell apart from the same number passed.
+
+  A passed 32768 is a plain `int`; only the signature's default is a
+  `_Default`, so passing a canonical argument equal to its default together
+  with its alias is still caught.
+  """
+
+
 class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager):
   """TF's `DynamicLossScale`: the exponential manager with TF's settings.
 
@@ -142,11 +151,10 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
   _ARG_NAMES = {"init_loss_scale": "initial_loss_scale",
                 "incr_every_n_steps": "increment_period",
                 "incr_ratio": "multiplier"}
-  _DEFAULTS = {"initial_loss_scale": 2**15, "increment_period": 2000}
 
   def __init__(self,
-               initial_loss_scale: float = 2**15,
-               increment_period: int = 2000,
+               initial_loss_scale: float = _Default(2**15),
+               increment_period: int = _Default(2000),
                multiplier: float = 2.0,
                *,
                min_loss_scale: float = 1,
@@ -194,9 +202,10 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
 
 
 def _alias(name: str, value: Any, alias: str, alias_value: Any) -> Any:
+  """`value` or `alias_value`, whichever was passed; both is an error."""
   if alias_value is None:
-    return value
-  if value != DynamicLossScale._DEFAULTS[name]:  # pylint: disable=protected-access
+    return int(value) if isinstance(value, _Default) else value
+  if not isinstance(value, _Default):
     raise ValueError(f"Pass `{name}` or its alias `{alias}`, not both; got "
                      f"{name}={value!r} and {alias}={alias_value!r}.")
   return alias_value
