@@ -88,6 +88,10 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
   _GOOD_STEPS_NAME = "good_steps"
   _BAD_STEPS_NAME = "bad_steps"  # None: bad_steps is always 0, not stored.
   _COUNTER_DTYPE = tf.int32
+  # TF2's face shrinks by dividing by its multiplier (`incr_ratio`), as TF
+  # does, so multipliers that are not powers of two give TF's numbers bit for
+  # bit; contrib multiplies by `decr_ratio`.
+  _SHRINK_BY_DIVIDING = False
   # Constructor argument names as a face calls them, for error messages.
   _ARG_NAMES = {"init_loss_scale": "init_loss_scale",
                 "incr_every_n_steps": "incr_every_n_steps",
@@ -124,9 +128,6 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
                                           HYSTERESIS_MODES)
     self._fail_after = check.check_optional_positive_int(
         "fail_at_floor_after", fail_at_floor_after)
-    # TF2's face divides by its multiplier, as TF does, so that multipliers
-    # that are not powers of two give TF's numbers bit for bit.
-    self._decr_divisor = None
     specs = [_graph.VariableSpec(self._SCALE_NAME, tf.float32, self._init),
              _graph.VariableSpec(self._GOOD_STEPS_NAME, self._COUNTER_DTYPE, 0)]
     if self._BAD_STEPS_NAME is not None:
@@ -229,7 +230,7 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
     if self._max is not None:
       grown = tf.minimum(grown, self._max)
     shrink_due = bad + 1 >= self._decr_every
-    shrunk = (scale / self._decr_divisor if self._decr_divisor is not None
+    shrunk = (scale / self._incr_ratio if self._SHRINK_BY_DIVIDING
               else scale * self._decr_ratio)
     shrunk = tf.maximum(shrunk, self._min)
 

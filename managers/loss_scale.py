@@ -148,6 +148,7 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
   _GOOD_STEPS_NAME = "good_steps"
   _BAD_STEPS_NAME = None
   _COUNTER_DTYPE = tf.int64
+  _SHRINK_BY_DIVIDING = True
   _ARG_NAMES = {"init_loss_scale": "initial_loss_scale",
                 "incr_every_n_steps": "increment_period",
                 "incr_ratio": "multiplier"}
@@ -172,7 +173,6 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
                      decr_ratio=1.0 / multiplier, min_loss_scale=min_loss_scale,
                      max_loss_scale=max_loss_scale,
                      fail_at_floor_after=fail_at_floor_after)
-    self._decr_divisor = multiplier
 
   initial_loss_scale = property(lambda self: self._init)
   increment_period = property(lambda self: self._incr_every)
