@@ -4,7 +4,8 @@
 (also importable name for name from `mp_optimizer.contrib`);
 `MixedPrecisionLossScaleOptimizer(opt, loss_scale)` is TF's
 `tf.compat.v1.mixed_precision` API. Both are one optimizer. The loss-scale
-policies live in the sibling package `managers`. `mp_optimizer.signals` and
+policies live in `mp_optimizer.managers` (also public as the top-level
+package `managers`). `mp_optimizer.signals` and
 `LossScaleHook` show which steps were skipped.
 
 The names below load on first use, so `python -m mp_optimizer.migrate` (which
@@ -26,7 +27,7 @@ _EXPORTS = {
     "skipped_steps": "mp_optimizer.signals",
     "step_applied": "mp_optimizer.signals",
 }
-_SUBMODULES = ("contrib", "signals")
+_SUBMODULES = ("contrib", "managers", "signals")
 
 __all__ = [
     "LossScaleHook",
@@ -36,6 +37,7 @@ __all__ = [
     "contrib",
     "disable_mixed_precision_graph_rewrite",
     "enable_mixed_precision_graph_rewrite",
+    "managers",
     "signals",
     "skipped_steps",
     "step_applied",

@@ -35,8 +35,8 @@ from typing import Callable, Dict, List, Tuple
 
 import tensorflow as tf
 
-from managers import _tracking
-from managers import _validation
+from mp_optimizer.managers import _tracking
+from mp_optimizer.managers import _validation
 from mp_optimizer import gating
 
 _PREFIX = "gradient_accumulation"

@@ -14,7 +14,7 @@ from typing import Callable, List, Optional
 
 import tensorflow as tf
 
-from managers import _validation
+from mp_optimizer.managers import _validation
 
 Clip = Callable[[List], List]
 

@@ -9,9 +9,9 @@ Legacy code changes one import and nothing else::
     opt = mixed_precision.LossScaleOptimizer(opt, manager)
 """
 
-from managers import ExponentialUpdateLossScaleManager
-from managers import FixedLossScaleManager
-from managers import LossScaleManager
+from mp_optimizer.managers import ExponentialUpdateLossScaleManager
+from mp_optimizer.managers import FixedLossScaleManager
+from mp_optimizer.managers import LossScaleManager
 from mp_optimizer.optimizer import LossScaleOptimizer
 
 __all__ = [

@@ -4,7 +4,7 @@ from typing import List, Sequence
 
 import tensorflow as tf
 
-from managers.finite import Gradient
+from mp_optimizer.managers.finite import Gradient
 
 
 def check_loss(loss) -> tf.Tensor:

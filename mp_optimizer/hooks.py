@@ -4,7 +4,7 @@ from typing import Optional, Tuple
 
 import tensorflow as tf
 
-from managers import _validation
+from mp_optimizer.managers import _validation
 from mp_optimizer import signals
 
 

@@ -4,9 +4,9 @@ from typing import Callable, List, Optional, Tuple, Union
 
 import tensorflow as tf
 
-import managers
-from managers import _graph
-from managers import _tracking
+from mp_optimizer import managers
+from mp_optimizer.managers import _graph
+from mp_optimizer.managers import _tracking
 from mp_optimizer import accumulation
 from mp_optimizer import clipping
 from mp_optimizer import gradients as grad_lib

@@ -21,7 +21,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from managers import _graph
+from mp_optimizer.managers import _graph
 
 STEP_APPLIED = "mp_optimizer_step_applied"
 SKIPPED_STEPS = "mp_optimizer_skipped_steps"

@@ -35,7 +35,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-import managers
+from mp_optimizer import managers
 from mp_optimizer import accumulation
 from mp_optimizer import clipping
 from mp_optimizer import gating

@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import tensorflow as tf
 
-import managers
+from mp_optimizer import managers
 from mp_optimizer import optimizer as optimizer_lib
 
 class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):

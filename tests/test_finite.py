@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 import managers
-from managers import finite
+from mp_optimizer.managers import finite
 
 v1 = tf.compat.v1
 T, F = True, False

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 import managers
-from managers import exponential
+from mp_optimizer.managers import exponential
 
 v1 = tf.compat.v1
 tf_mp = tf.compat.v1.mixed_precision

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import numpy as np
 
 import managers
+from mp_optimizer.managers import exponential
 from tests import harness
 
 f32 = np.float32
@@ -61,7 +62,7 @@ def contrib_configs(draw):
               decr_ratio=draw(st.sampled_from([0.5, 0.8]) | st.floats(0.01, 0.99)),
               min_loss_scale=low, max_loss_scale=high,
               hysteresis=draw(st.sampled_from(
-                  managers.exponential.HYSTERESIS_MODES)))
+                  exponential.HYSTERESIS_MODES)))
 
 
 STEPS = st.lists(st.booleans(), min_size=1, max_size=40)

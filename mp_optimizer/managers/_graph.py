@@ -12,7 +12,7 @@ from typing import Dict, Sequence
 
 import tensorflow as tf
 
-from managers import _tracking
+from mp_optimizer.managers import _tracking
 
 _EAGER_MESSAGE = (
     "{api} builds TF1-style graph ops and cannot run eagerly. Call "

@@ -5,7 +5,7 @@ from typing import List
 
 import tensorflow as tf
 
-from managers import _tracking
+from mp_optimizer.managers import _tracking
 
 
 def check_finite_flag(finite_grads: tf.Tensor) -> tf.Tensor:

@@ -8,9 +8,9 @@ from typing import List, Optional
 
 import tensorflow as tf
 
-from managers import _graph
-from managers import _validation
-from managers import base
+from mp_optimizer.managers import _graph
+from mp_optimizer.managers import _validation
+from mp_optimizer.managers import base
 
 HYSTERESIS_MODES = ("contrib", "consecutive", "sticky")
 _FLOOR_STREAK = "nonfinite_steps_at_min_scale"

@@ -2,9 +2,9 @@
 
 import tensorflow as tf
 
-from managers import _graph
-from managers import _validation
-from managers import base
+from mp_optimizer.managers import _graph
+from mp_optimizer.managers import _validation
+from mp_optimizer.managers import base
 
 
 class FixedLossScaleManager(base.LossScaleManager):

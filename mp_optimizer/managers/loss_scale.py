@@ -10,11 +10,11 @@ from typing import Any, Dict, Optional, Tuple, Union
 
 import tensorflow as tf
 
-from managers import _validation
-from managers import base
-from managers import exponential
-from managers import finite
-from managers import fixed
+from mp_optimizer.managers import _validation
+from mp_optimizer.managers import base
+from mp_optimizer.managers import exponential
+from mp_optimizer.managers import finite
+from mp_optimizer.managers import fixed
 
 
 class LossScale(base.LossScaleManager):

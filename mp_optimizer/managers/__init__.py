@@ -1,0 +1,31 @@
+"""Loss-scale managers: what the loss scale is, and how it changes.
+
+Two surfaces over one implementation of each policy:
+
+* contrib's: `LossScaleManager`, `FixedLossScaleManager`,
+  `ExponentialUpdateLossScaleManager` (`get_loss_scale`, `update_loss_scale`);
+* TF2's: `LossScale`, `FixedLossScale`, `DynamicLossScale` (`__call__`,
+  `update`, `get_config`), and `get` to convert what TF's optimizer accepts.
+"""
+
+from mp_optimizer.managers.base import LossScaleManager
+from mp_optimizer.managers.exponential import ExponentialUpdateLossScaleManager
+from mp_optimizer.managers.finite import all_finite
+from mp_optimizer.managers.finite import all_finite_in_sync
+from mp_optimizer.managers.fixed import FixedLossScaleManager
+from mp_optimizer.managers.loss_scale import DynamicLossScale
+from mp_optimizer.managers.loss_scale import FixedLossScale
+from mp_optimizer.managers.loss_scale import LossScale
+from mp_optimizer.managers.loss_scale import get
+
+__all__ = [
+    "DynamicLossScale",
+    "ExponentialUpdateLossScaleManager",
+    "FixedLossScale",
+    "FixedLossScaleManager",
+    "LossScale",
+    "LossScaleManager",
+    "all_finite",
+    "all_finite_in_sync",
+    "get",
+]
