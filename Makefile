@@ -3,7 +3,8 @@
 #
 #   make demo    fp32 vs fp16 vs fp16 + loss scaling on scikit-learn's digits
 #   make bert-demo  BERT-style fp16 pre-training: clipping + accumulation
-#   make test    the test suite on TensorFlow 2.21 and on TensorFlow 2.15
+#   make test    the installed-wheel check, then the test suite on
+#                TensorFlow 2.21 and on TensorFlow 2.15
 #   make bench   overhead benchmarks (writes BENCHMARKS.md)
 #   make soak    20,000-step soak run
 #   make test-horovod  TF 2.15 + Horovod built from source (about 12 minutes)
@@ -16,7 +17,7 @@ PYTEST_ARGS ?=
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo bert-demo test test-horovod bench soak venvs clean
+.PHONY: demo bert-demo test test-package test-horovod bench soak venvs clean
 
 # .venv/tf2.21/.ready: a venv with the pinned requirements and this project.
 $(VENV)/tf%/.ready: requirements/tf%.txt setup.py
@@ -36,7 +37,31 @@ demo: $(VENV)/tf$(NEWEST)/.ready
 bert-demo: $(VENV)/tf$(NEWEST)/.ready
 	$(VENV)/tf$(NEWEST)/bin/python -m examples.bert_pretraining
 
-test: test-$(NEWEST) test-$(OLDEST)
+test: test-package test-$(NEWEST) test-$(OLDEST)
+
+# Builds the sdist, then the wheel from that sdist, installs the wheel (not
+# editable) into its own venv and tests it from an empty directory, so a file
+# missing from the distributions fails here. The sdist's test suite must
+# also collect without errors.
+$(VENV)/package/.ready: requirements/package.txt requirements/tf$(NEWEST).txt
+	rm -rf $(VENV)/package
+	$(PYTHON) -m venv $(VENV)/package
+	$(VENV)/package/bin/python -m pip install --quiet --disable-pip-version-check \
+	    -r requirements/package.txt
+	touch $@
+
+test-package: $(VENV)/package/.ready
+	rm -rf dist build build.log *.egg-info
+	$(VENV)/package/bin/python -m build --no-isolation --outdir dist . \
+	    >build.log 2>&1 || { cat build.log; exit 1; }
+	$(VENV)/package/bin/python -m pip install --quiet --disable-pip-version-check \
+	    --no-deps --force-reinstall dist/*.whl
+	tmp=$$(mktemp -d) && cp tests/package/installed_package_test.py $$tmp/ && \
+	    cd $$tmp && $(CURDIR)/$(VENV)/package/bin/python -m pytest -q \
+	    -p no:cacheprovider installed_package_test.py && \
+	    tar xzf $(CURDIR)/dist/*.tar.gz && cd mp_optimizer-* && \
+	    $(CURDIR)/$(VENV)/package/bin/python -m pytest -q -p no:cacheprovider \
+	    --collect-only tests >collect.log && tail -n 1 collect.log
 
 test-%: $(VENV)/tf%/.ready
 	$(VENV)/tf$*/bin/python -m pytest tests -q -p no:cacheprovider $(PYTEST_ARGS)
@@ -68,4 +93,4 @@ soak: $(VENV)/tf$(NEWEST)/.ready
 	    -m soak --run-soak
 
 clean:
-	rm -rf $(VENV) build *.egg-info runs
+	rm -rf $(VENV) build dist build.log *.egg-info runs

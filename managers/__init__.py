@@ -13,6 +13,7 @@ from mp_optimizer.managers import FixedLossScaleManager
 from mp_optimizer.managers import LossScale
 from mp_optimizer.managers import LossScaleManager
 from mp_optimizer.managers import __all__
+from mp_optimizer.managers import __version__
 from mp_optimizer.managers import all_finite
 from mp_optimizer.managers import all_finite_in_sync
 from mp_optimizer.managers import get

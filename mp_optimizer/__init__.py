@@ -13,8 +13,22 @@ needs no TensorFlow) starts without importing TensorFlow.
 """
 
 import importlib
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # What type checkers see; at run time `__getattr__` loads these.
+  from mp_optimizer import contrib
+  from mp_optimizer import managers
+  from mp_optimizer import signals
+  from mp_optimizer.hooks import LossScaleHook
+  from mp_optimizer.optimizer import LossScaleOptimizer
+  from mp_optimizer.signals import add_summaries
+  from mp_optimizer.signals import skipped_steps
+  from mp_optimizer.signals import step_applied
+  from mp_optimizer.tf2 import MixedPrecisionLossScaleOptimizer
+  from mp_optimizer.tf2 import disable_mixed_precision_graph_rewrite
+  from mp_optimizer.tf2 import enable_mixed_precision_graph_rewrite
 
 # Public name -> module that defines it.
 _EXPORTS = {

@@ -8,6 +8,7 @@ Two surfaces over one implementation of each policy:
   `update`, `get_config`), and `get` to convert what TF's optimizer accepts.
 """
 
+from mp_optimizer import __version__
 from mp_optimizer.managers.base import LossScaleManager
 from mp_optimizer.managers.exponential import ExponentialUpdateLossScaleManager
 from mp_optimizer.managers.finite import all_finite
