@@ -6,6 +6,8 @@ too high (2**24), so the first steps overflow in float16 and are skipped
 until the scale has come down. `global_step` counts applied steps only; a hook
 counts session runs, so runs minus steps is the number of skipped steps.
 The second `train` resumes the loss scale from the checkpoint.
+`mp_optimizer.LossScaleHook` logs the scale and the skipped share every 50
+runs at INFO, so the example raises TensorFlow's Python log level to INFO.
 
 Needs `tf.estimator`: TensorFlow 2.15 with tensorflow-estimator (2.16 removed
 it). Run: `python examples/estimator_example.py`.
@@ -79,7 +81,8 @@ def train(estimator, manager, input_fn, label: str) -> float:
   before = (estimator.get_variable_value("global_step")
             if estimator.latest_checkpoint() else 0)
   counter = RunCounter(manager)
-  estimator.train(input_fn, steps=STEPS, hooks=[counter])
+  estimator.train(input_fn, steps=STEPS,
+                  hooks=[counter, mp_optimizer.LossScaleHook(every_n_steps=50)])
   applied = estimator.get_variable_value("global_step") - before
   print(f"  {label}: loss scale at start {counter.first_scale:,.0f}; "
         f"{counter.runs} runs, {applied} applied, "
@@ -122,5 +125,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-  v1.logging.set_verbosity(v1.logging.ERROR)
+  v1.logging.set_verbosity(v1.logging.INFO)  # LossScaleHook's reports.
   main()

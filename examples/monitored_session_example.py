@@ -6,6 +6,9 @@ directory carries on: it restores the weights, `global_step`, the loss scale
 and its counters from the checkpoint. The scale starts far too high (2**24),
 so early steps overflow and are skipped; `global_step` counts applied steps
 only, so session runs minus applied steps is the number of skipped steps.
+`mp_optimizer.LossScaleHook` logs the scale and the share of skipped steps
+every 50 steps; it logs at INFO, so the example raises TensorFlow's Python
+log level from its default (WARN) to INFO.
 
 Run: `python examples/monitored_session_example.py` (any supported TF).
 """
@@ -53,8 +56,9 @@ def train_one_session(directory: str, label: str) -> None:
     manager = managers.ExponentialUpdateLossScaleManager(2**24, 50)
     tensors = build_graph(manager)
     stop = v1.train.StopAtStepHook(num_steps=STEPS_PER_SESSION)
+    report = mp_optimizer.LossScaleHook(every_n_steps=50)
     with v1.train.MonitoredTrainingSession(
-        checkpoint_dir=directory, hooks=[stop], save_checkpoint_steps=50,
+        checkpoint_dir=directory, hooks=[stop, report], save_checkpoint_steps=50,
         save_summaries_steps=25, log_step_count_steps=None) as sess:
       start = sess.run({"scale": tensors["scale"],
                         "global_step": tensors["global_step"],
@@ -84,5 +88,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-  v1.logging.set_verbosity(v1.logging.ERROR)
+  v1.logging.set_verbosity(v1.logging.INFO)  # LossScaleHook's reports.
   main()

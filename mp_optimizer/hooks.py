@@ -75,6 +75,6 @@ class LossScaleHook(tf.compat.v1.train.SessionRunHook):
     self.latest = (self._steps, scale, newly / steps)
     self._last = (self._steps, skipped)
     tf.compat.v1.logging.info(
-        "loss scale %g at step %d; %d of the last %d steps skipped (%.1f%%), "
+        "loss scale %.7g at step %d; %d of the last %d steps skipped (%.1f%%), "
         "%d since the session started", scale, self._steps, newly, steps,
         100.0 * newly / steps, skipped)
