@@ -2,7 +2,9 @@
 
 Every ```python block that imports tensorflow is a complete program: it runs
 in a fresh interpreter (a subprocess, because programs call
-`disable_eager_execution()`), from a temporary directory.
+`disable_eager_execution()`), from a temporary directory. Where the README
+shows what a program prints (a ```text block right after it, introduced by a
+line starting "It prints"), the output must be exactly that.
 """
 
 import pathlib
@@ -17,8 +19,10 @@ import mp_optimizer
 
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 TEXT = README.read_text()
-PROGRAMS = [block for block in re.findall(r"```python\n(.*?)```", TEXT, re.S)
-            if "import tensorflow" in block]
+# (program, the output shown after it or None)
+PROGRAMS = [(code, shown or None) for code, shown in re.findall(
+    r"```python\n(.*?)```\n(?:\nIt prints[^\n]*\n\n```text\n(.*?)```)?", TEXT, re.S)
+            if "import tensorflow" in code]
 
 
 class ReadmeTest(parameterized.TestCase):
@@ -31,14 +35,20 @@ class ReadmeTest(parameterized.TestCase):
   def test_there_are_programs_to_run(self):
     self.assertNotEmpty(PROGRAMS)
 
+  def test_some_program_shows_its_output(self):
+    self.assertNotEmpty([shown for _, shown in PROGRAMS if shown])
+
   @parameterized.parameters(*[(i,) for i in range(len(PROGRAMS))])
   def test_program_runs(self, index):
+    code, shown = PROGRAMS[index]
     result = subprocess.run(
-        [sys.executable, "-c", PROGRAMS[index]], capture_output=True,
+        [sys.executable, "-c", code], capture_output=True,
         text=True, timeout=600, cwd=self.create_tempdir().full_path,
         env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin",
              "PYTHONPATH": str(README.parent)})
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    if shown is not None:
+      self.assertEqual(result.stdout, shown)
 
   def test_documented_names_exist(self):
     for name in re.findall(r"`mp_optimizer\.(\w+)", TEXT):
