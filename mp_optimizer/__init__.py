@@ -14,6 +14,8 @@ needs no TensorFlow) starts without importing TensorFlow.
 
 import importlib
 
+from mp_optimizer import _shadowing
+
 __version__ = "0.1.0"
 
 # Public name -> module that defines it.
@@ -56,4 +58,9 @@ def __getattr__(name):
 
 
 def __dir__():
-  return sorted(set(globals()) | set(__all__))
+  # Only the public names: not the helpers imported here, nor the internal
+  # submodules Python binds on this package once something imports them.
+  return sorted([*__all__, "__version__"])
+
+
+_shadowing.warn_if_shadowed()
