@@ -57,7 +57,11 @@ def _describe(value: Any) -> str:
 
 
 def _is_loss_scale(value: Any) -> bool:
-  return (isinstance(value, (managers.LossScaleManager, _TF_LOSS_SCALE)) or
+  """True for what either constructor takes as its second argument."""
+  if isinstance(value, bool):
+    return False
+  return (isinstance(value, (managers.LossScaleManager, _TF_LOSS_SCALE,
+                             int, float)) or
           isinstance(value, str) and value == "dynamic")
 
 
@@ -83,7 +87,8 @@ def check_optimizer(api: str, opt: Any, second: Any) -> None:
           f"{_describe(opt)}.")
     return
   if isinstance(second, _OPTIMIZER) and _is_loss_scale(opt):
-    shown = repr(opt) if isinstance(opt, str) else f"{type(opt).__name__}(...)"
+    shown = (repr(opt) if isinstance(opt, (str, int, float))
+             else f"{type(opt).__name__}(...)")
     raise ArgumentTypeError(
         f"The arguments of {api} are swapped: it takes the optimizer first, "
         f"then the loss scale, as in {api}(opt, {shown}); got "
