@@ -14,8 +14,6 @@ needs no TensorFlow) starts without importing TensorFlow.
 
 import importlib
 
-from mp_optimizer import _shadowing
-
 __version__ = "0.1.0"
 
 # Public name -> module that defines it.
@@ -63,4 +61,6 @@ def __dir__():
   return sorted([*__all__, "__version__"])
 
 
+# Says so when `import managers` would load someone else's folder.
+from mp_optimizer import _shadowing  # pylint: disable=wrong-import-position
 _shadowing.warn_if_shadowed()
