@@ -70,4 +70,11 @@ def __getattr__(name):
 
 
 def __dir__():
-  return sorted(set(globals()) | set(__all__))
+  # Only the public names: not the helpers imported here, nor the internal
+  # submodules Python binds on this package once something imports them.
+  return sorted([*__all__, "__version__"])
+
+
+# Says so when `import managers` would load someone else's folder.
+from mp_optimizer import _shadowing  # pylint: disable=wrong-import-position
+_shadowing.warn_if_shadowed()

@@ -4,18 +4,19 @@ from typing import Callable, List, Optional, Tuple, Union
 
 import tensorflow as tf
 
+from mp_optimizer import _arguments
 from mp_optimizer import managers
 from mp_optimizer.managers import _graph
 from mp_optimizer.managers import _tracking
 from mp_optimizer import accumulation
 from mp_optimizer import clipping
 from mp_optimizer import gradients as grad_lib
+from mp_optimizer import keras_names
 from mp_optimizer import misuse
 from mp_optimizer import signals
 from mp_optimizer import step
 
 Optimizer = tf.compat.v1.train.Optimizer
-_TF_WRAPPER = tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer
 GradsAndVars = List[Tuple[Optional[Union[tf.Tensor, tf.IndexedSlices]],
                           tf.Variable]]
 
@@ -61,39 +62,33 @@ class LossScaleOptimizer(Optimizer):
       `mp_optimizer.accumulation`).
 
   Raises:
-    TypeError: If `opt` or `loss_scale_manager` has the wrong type, or an
-      option is not a number.
+    TypeError: If `opt` or `loss_scale_manager` is missing or has the wrong
+      type (a TypeError that is also a ValueError, which TF raised), or an
+      option is not a number. The message names the fix: swapped arguments,
+      a class instead of an instance, a string or number (that is
+      `MixedPrecisionLossScaleOptimizer`'s), an object from a user's own
+      `managers` folder.
     ValueError: If `opt` is already a `LossScaleOptimizer` or TF's
       `MixedPrecisionLossScaleOptimizer`, or an option is out of range.
   """
 
+  __signature__ = _arguments.ClassSignature()
+
   def __init__(self, opt: Optimizer,
-               loss_scale_manager: managers.LossScaleManager, *,
+               loss_scale_manager: managers.LossScaleManager = (
+                   _arguments.REQUIRED), *,
                clipnorm: Optional[float] = None,
                clipvalue: Optional[float] = None,
                global_clipnorm: Optional[float] = None,
                gradient_accumulation_steps: Optional[int] = None):
-    if isinstance(opt, LossScaleOptimizer):
-      raise ValueError(
-          f"`opt` is already a {type(opt).__name__}; wrapping it twice would "
-          "scale the loss twice. Pass its `inner_optimizer` instead.")
-    if isinstance(opt, _TF_WRAPPER):
-      raise ValueError(
-          "`opt` is already TensorFlow's MixedPrecisionLossScaleOptimizer; "
-          "wrapping it would scale the loss twice. Pass the optimizer it "
-          f"wraps instead, got {opt!r}.")
-    if not isinstance(opt, Optimizer):
-      raise TypeError(
-          "`opt` must be a tf.compat.v1.train.Optimizer, got "
-          f"{opt!r} (type {type(opt).__name__}). For a Keras optimizer use "
-          "tf.keras.mixed_precision.LossScaleOptimizer.")
-    if not isinstance(loss_scale_manager, managers.LossScaleManager):
-      raise TypeError(
-          "`loss_scale_manager` must be a managers.LossScaleManager (e.g. "
-          "managers.FixedLossScaleManager(128)), got "
-          f"{loss_scale_manager!r} (type {type(loss_scale_manager).__name__}).")
+    """Wraps `opt`; the arguments are described in the class docstring."""
+    _arguments.check_optimizer(type(self).__name__, opt, loss_scale_manager)
+    _arguments.check_manager(type(self).__name__, loss_scale_manager)
     clip = clipping.make_clip(clipnorm, clipvalue, global_clipnorm)
     steps = accumulation.check_steps(gradient_accumulation_steps)
+    self._options = {"clipnorm": clipnorm, "clipvalue": clipvalue,
+                     "global_clipnorm": global_clipnorm,
+                     "gradient_accumulation_steps": steps}
     super().__init__(use_locking=False, name=opt.get_name())
     self._opt = opt
     self._manager = loss_scale_manager
@@ -119,9 +114,8 @@ class LossScaleOptimizer(Optimizer):
     """Returns the current loss scale, a float32 scalar tensor."""
     return self._manager.get_loss_scale()
 
-  # Keras-style names, for code written against
-  # tf.keras.mixed_precision.LossScaleOptimizer and for custom loops that call
-  # tf.gradients themselves.
+  # Keras-style names (see `mp_optimizer.keras_names`), also for custom loops
+  # that call tf.gradients themselves.
 
   @property
   def loss_scale(self) -> tf.Tensor:
@@ -133,25 +127,34 @@ class LossScaleOptimizer(Optimizer):
     """True if the loss scale changes during training."""
     return self._manager.dynamic
 
-  @property
-  def initial_scale(self) -> Optional[float]:
-    """The starting scale of a dynamic or fixed manager (else None)."""
-    return getattr(self._manager, "init_loss_scale",
-                   getattr(self._manager, "loss_scale_value", None))
+  initial_scale = keras_names.manager_setting(
+      "The starting scale of a dynamic or fixed manager (else None).",
+      "init_loss_scale", "loss_scale_value")
+  dynamic_growth_steps = keras_names.manager_setting(
+      "Finite steps between increases of a dynamic scale (else None).",
+      "incr_every_n_steps")
+  clipnorm = keras_names.option("clipnorm")
+  clipvalue = keras_names.option("clipvalue")
+  global_clipnorm = keras_names.option("global_clipnorm")
+  gradient_accumulation_steps = keras_names.option(
+      "gradient_accumulation_steps")
 
-  @property
-  def dynamic_growth_steps(self) -> Optional[int]:
-    """Finite steps between increases of a dynamic scale (else None)."""
-    return getattr(self._manager, "incr_every_n_steps", None)
-
-  def get_scaled_loss(self, loss: tf.Tensor) -> tf.Tensor:
+  def get_scaled_loss(
+      self, loss: Union[tf.Tensor, Callable[[], tf.Tensor]]
+  ) -> Union[tf.Tensor, Callable[[], tf.Tensor]]:
     """Returns `loss * S` (in the loss's dtype), for use with tf.gradients.
+
+    As in Keras, a callable `loss` gives a callable that returns its result
+    times S.
 
     Raises:
       RuntimeError: Under eager execution.
-      TypeError: If `loss` is not a floating-point tensor.
+      TypeError: If `loss` (or what the callable returns, when it is called)
+        is not a floating-point tensor.
     """
     _graph.require_graph("LossScaleOptimizer.get_scaled_loss")
+    if callable(loss):
+      return lambda: self.get_scaled_loss(loss())
     loss = grad_lib.check_loss(loss)
     return self._scale(loss, self._manager.get_loss_scale())
 
@@ -271,6 +274,7 @@ class LossScaleOptimizer(Optimizer):
     return self._opt.get_slot_names()
 
   def __dir__(self) -> List[str]:
+    """Lists attributes, without the marker of the inner optimizer's slots."""
     # The slots get_slot delegates to belong to the inner optimizer; without
     # this, tf.train.Checkpoint finds them twice and refuses to save.
     return _tracking.hide_slot_owner_marker(super().__dir__())

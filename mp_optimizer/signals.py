@@ -62,8 +62,8 @@ def record(step_applied: tf.Tensor, skipped: tf.Tensor,
   tf.compat.v1.add_to_collection(LOSS_SCALE, scale)
 
 
-def _latest(key: str, graph: Optional[tf.Graph]) -> tf.Tensor:
-  graph = graph or tf.compat.v1.get_default_graph()
+def _latest(key: str, graph: Optional[tf.Graph], api: str) -> tf.Tensor:
+  graph = graph or _graph.require_graph(api)
   found = graph.get_collection(key)
   if not found:
     raise ValueError(
@@ -80,27 +80,30 @@ def step_applied(graph: Optional[tf.Graph] = None) -> tf.Tensor:
     graph: The graph to look in; default the current default graph.
 
   Raises:
+    RuntimeError: Under eager execution, when no `graph` is given.
     ValueError: If no `LossScaleOptimizer` train op was built in it.
   """
-  return _latest(STEP_APPLIED, graph)
+  return _latest(STEP_APPLIED, graph, "mp_optimizer.step_applied")
 
 
 def skipped_steps(graph: Optional[tf.Graph] = None) -> tf.Tensor:
   """Returns the int64 count of skipped steps since the session started.
 
   Raises:
+    RuntimeError: Under eager execution, when no `graph` is given.
     ValueError: If no `LossScaleOptimizer` train op was built in the graph.
   """
-  return _latest(SKIPPED_STEPS, graph)
+  return _latest(SKIPPED_STEPS, graph, "mp_optimizer.skipped_steps")
 
 
 def loss_scale(graph: Optional[tf.Graph] = None) -> tf.Tensor:
   """Returns the loss scale the newest train op used.
 
   Raises:
+    RuntimeError: Under eager execution, when no `graph` is given.
     ValueError: If no `LossScaleOptimizer` train op was built in the graph.
   """
-  return _latest(LOSS_SCALE, graph)
+  return _latest(LOSS_SCALE, graph, "mp_optimizer.signals.loss_scale")
 
 
 def add_summaries(graph: Optional[tf.Graph] = None) -> tf.Tensor:
@@ -114,9 +117,10 @@ def add_summaries(graph: Optional[tf.Graph] = None) -> tf.Tensor:
     The merged summary of the two.
 
   Raises:
+    RuntimeError: Under eager execution, when no `graph` is given.
     ValueError: If no `LossScaleOptimizer` train op was built in the graph.
   """
-  graph = graph or tf.compat.v1.get_default_graph()
+  graph = graph or _graph.require_graph("mp_optimizer.add_summaries")
   with graph.as_default(), tf.name_scope("mp_optimizer"):
     return tf.compat.v1.summary.merge([
         tf.compat.v1.summary.scalar("loss_scale", loss_scale(graph)),

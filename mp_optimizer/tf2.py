@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 import tensorflow as tf
 
+from mp_optimizer import _arguments
 from mp_optimizer import managers
 from mp_optimizer import optimizer as optimizer_lib
 
@@ -39,21 +40,29 @@ class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
       the starting scale.
     dynamic_growth_steps: Keyword-only Keras alias, with `loss_scale="dynamic"`
       only: finite steps between increases.
-    **options: Keyword-only `clipnorm`, `clipvalue`, `global_clipnorm` and
-      `gradient_accumulation_steps`, as for `LossScaleOptimizer`.
+    clipnorm, clipvalue, global_clipnorm, gradient_accumulation_steps:
+      Keyword-only, as for `LossScaleOptimizer`.
 
   Raises:
-    TypeError: If `opt` is not a v1 optimizer, or `loss_scale` is None or of
-      another type.
+    TypeError: If `opt` is not a v1 optimizer, or `loss_scale` is missing, None
+      or of another type (for `opt`, a class or swapped arguments, the error
+      is also a ValueError, the class TF raised), or an option is not a number.
     ValueError: For an unknown string, a number below 1, aliases given with a
-      loss scale that is not "dynamic", or an `opt` that is already wrapped
-      (by this class or by TensorFlow's).
+      loss scale that is not "dynamic", an option out of range, or an `opt`
+      that is already wrapped (by this class or by TensorFlow's).
   """
 
-  def __init__(self, opt: tf.compat.v1.train.Optimizer, loss_scale: Any, *,
+  def __init__(self, opt: tf.compat.v1.train.Optimizer,
+               loss_scale: Any = _arguments.REQUIRED, *,
                initial_scale: Optional[float] = None,
                dynamic_growth_steps: Optional[int] = None,
-               **options):
+               clipnorm: Optional[float] = None,
+               clipvalue: Optional[float] = None,
+               global_clipnorm: Optional[float] = None,
+               gradient_accumulation_steps: Optional[int] = None):
+    """Wraps `opt`; the arguments are described in the class docstring."""
+    _arguments.check_optimizer(type(self).__name__, opt, loss_scale)
+    _arguments.check_loss_scale(type(self).__name__, loss_scale)
     aliases = {k: v for k, v in (("initial_scale", initial_scale),
                                  ("dynamic_growth_steps", dynamic_growth_steps))
                if v is not None}
@@ -66,19 +75,21 @@ class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
       manager = managers.DynamicLossScale(**aliases)
     else:
       manager = managers.get(loss_scale)
-    super().__init__(opt, manager, **options)
+    super().__init__(opt, manager, clipnorm=clipnorm, clipvalue=clipvalue,
+                     global_clipnorm=global_clipnorm,
+                     gradient_accumulation_steps=gradient_accumulation_steps)
 
 
 def enable_mixed_precision_graph_rewrite(
-    opt: tf.compat.v1.train.Optimizer,
-    loss_scale: Any = "dynamic") -> MixedPrecisionLossScaleOptimizer:
-  """Wraps `opt` in our optimizer and turns on TF's float16 graph rewrite.
+    opt: Any, loss_scale: Any = "dynamic") -> Any:
+  """Wraps `opt` for loss scaling and turns on TF's float16 graph rewrite.
 
   Sessions created afterwards run TensorFlow's `auto_mixed_precision` Grappler
   pass, which turns float32 ops that are safe in float16 into float16 ops on
   GPU, so an fp32 model trains in mixed precision without code changes; loss
   scaling keeps its small gradients alive. Sessions that already exist are not
-  changed. `disable_mixed_precision_graph_rewrite` turns the pass off again.
+  changed (TF logs a warning when one exists).
+  `disable_mixed_precision_graph_rewrite` turns the pass off again.
 
   The pass touches only nodes placed on a GPU and does nothing on a machine
   without one. To see the rewrite on a CPU, give the Session (or an
@@ -92,26 +103,78 @@ def enable_mixed_precision_graph_rewrite(
   so it is not an argument here.
 
   TensorFlow's only public switch for Sessions is its own
-  `tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite`; it is
-  called here with a throwaway optimizer and a fixed scale of 1 (which builds
-  nothing), so TF's own checks (e.g. against a Keras mixed-precision policy)
-  still run. TF logs a deprecation warning for that call.
+  `tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite`. For a
+  v1 optimizer it is called here with a throwaway optimizer and a fixed scale
+  of 1 (which builds nothing), so TF's own checks (e.g. against a Keras
+  mixed-precision policy) and its warning still run; TF logs a deprecation
+  warning for that call. A Keras 2 optimizer (`OptimizerV2`, i.e.
+  `tf.keras.optimizers.legacy.*` on TF <= 2.15) is handed to TF's function
+  itself, which wraps it in Keras's `LossScaleOptimizer` with `loss_scale`
+  converted by Keras. TF refuses Keras 3 optimizers (`tf.keras` on TF >= 2.16)
+  and Keras 2's newer `tf.keras.optimizers.*`, and so does this function.
 
   Args:
-    opt: A `tf.compat.v1.train.Optimizer`, not already wrapped.
+    opt: A `tf.compat.v1.train.Optimizer` or a Keras 2 `OptimizerV2`, not
+      already wrapped.
     loss_scale: As for `MixedPrecisionLossScaleOptimizer`; default "dynamic".
+      With a Keras optimizer: "dynamic", a number, or TF's own
+      `FixedLossScale`/`DynamicLossScale` (multiplier 2), as Keras converts.
 
   Returns:
-    The wrapped optimizer.
+    A `MixedPrecisionLossScaleOptimizer` for a v1 optimizer; Keras's
+    `LossScaleOptimizer` for a Keras 2 optimizer.
 
   Raises:
-    TypeError, ValueError: As `MixedPrecisionLossScaleOptimizer`; ValueError
-      also if a Keras mixed-precision policy is already set.
+    TypeError: As `MixedPrecisionLossScaleOptimizer`, for a v1 optimizer.
+    ValueError: If `opt` is neither kind of optimizer (a TypeError too) or is
+      already wrapped, for a bad `loss_scale` (Keras's checks for a Keras
+      optimizer), or if a Keras mixed-precision policy is already set.
   """
+  if not isinstance(opt, tf.compat.v1.train.Optimizer):
+    _check_keras_arguments(opt, loss_scale)
+    return tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite(
+        opt, loss_scale)
   wrapped = MixedPrecisionLossScaleOptimizer(opt, loss_scale)
   tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite(
       tf.compat.v1.train.GradientDescentOptimizer(1.0), loss_scale=1)
   return wrapped
+
+
+def _keras_optimizer_v2() -> Optional[type]:
+  """Keras 2's `OptimizerV2`, which TF's built-in wraps; None under Keras 3."""
+  try:
+    return tf.keras.optimizers.legacy.Optimizer
+  except (AttributeError, ImportError):  # Keras 3 raises ImportError here.
+    return None
+
+
+def _check_keras_arguments(opt: Any, loss_scale: Any) -> None:
+  """Lets through what TF's built-in wraps for Keras, with clear errors else."""
+  if hasattr(opt, "inner_optimizer"):
+    raise ValueError(
+        f"`opt` is already a {type(opt).__name__} (Keras's loss-scale "
+        "optimizer); enable_mixed_precision_graph_rewrite wraps the optimizer "
+        f"itself. Pass `opt.inner_optimizer` instead, got {opt!r}.")
+  keras_v2 = _keras_optimizer_v2()
+  if keras_v2 is None or not isinstance(opt, keras_v2):
+    kinds = "a tf.compat.v1.train.Optimizer" + (
+        " or a Keras 2 optimizer (tf.keras.optimizers.legacy)" if keras_v2
+        else "")
+    keras_hint = (
+        " TensorFlow's own enable_mixed_precision_graph_rewrite refuses this "
+        "Keras optimizer too; with Keras use "
+        "tf.keras.mixed_precision.set_global_policy('mixed_float16') and "
+        "tf.keras.mixed_precision.LossScaleOptimizer."
+        if hasattr(opt, "apply_gradients") else "")
+    raise _arguments.ArgumentTypeError(
+        f"`opt` must be {kinds}, got {opt!r} (type {type(opt).__name__})."
+        + keras_hint)
+  if isinstance(loss_scale, managers.LossScaleManager):
+    raise ValueError(
+        "With a Keras optimizer, `loss_scale` goes to Keras's "
+        "LossScaleOptimizer, which takes 'dynamic', a number, or "
+        "tf.compat.v1.mixed_precision.FixedLossScale/DynamicLossScale; got "
+        f"{loss_scale!r}.")
 
 
 def disable_mixed_precision_graph_rewrite() -> None:

@@ -18,7 +18,10 @@ The scale where that happens is computed here in float64 with numpy.
 """
 
 import contextlib
+import json
 import os
+import subprocess
+import sys
 
 from absl.testing import parameterized
 import numpy as np
@@ -162,3 +165,148 @@ class GraphRewriteTest(parameterized.TestCase):
     self.assertNotEqual(emulated, plain)
     np.testing.assert_allclose(plain, exact, rtol=1e-5)
     np.testing.assert_allclose(emulated, exact, rtol=1e-2)
+
+
+# --- What the switch accepts, side by side with TF's built-in. ---------------
+
+TF_ENABLE = v1.mixed_precision.enable_mixed_precision_graph_rewrite
+
+
+def _keras2_sgd():
+  """Keras 2's OptimizerV2 SGD; raises ImportError under Keras 3 (TF >= 2.16)."""
+  return tf.keras.optimizers.legacy.SGD()
+
+
+def _rewrite_enabled():
+  return tf.config.optimizer.get_experimental_options().get(
+      "auto_mixed_precision", False)
+
+
+def _outcome(enable, make_opt, make_loss_scale):
+  """Calls `enable`; returns what a user can observe of the result."""
+  opt = make_opt()
+  try:
+    wrapped = enable(opt, make_loss_scale())
+  except Exception as error:  # pylint: disable=broad-except
+    return {"raised": type(error), "rewrite": _rewrite_enabled()}
+  finally:
+    rewrite = _rewrite_enabled()
+    v1.mixed_precision.disable_mixed_precision_graph_rewrite()
+  return {"type": type(wrapped), "rewrite": rewrite,
+          "inner_is_opt": wrapped.inner_optimizer is opt,
+          "settings": (wrapped.dynamic, wrapped.initial_scale,
+                       wrapped.dynamic_growth_steps)}
+
+
+KERAS2_ROWS = (
+    ("keras2_dynamic", _keras2_sgd, lambda: "dynamic"),
+    ("keras2_number", _keras2_sgd, lambda: 128),
+    ("keras2_tf_fixed", _keras2_sgd,
+     lambda: v1.mixed_precision.FixedLossScale(64)),
+    ("keras2_tf_dynamic", _keras2_sgd,
+     lambda: v1.mixed_precision.DynamicLossScale(16, 3)),
+    ("keras2_tf_dynamic_multiplier_3", _keras2_sgd,
+     lambda: v1.mixed_precision.DynamicLossScale(16, 3, multiplier=3)),
+    ("keras2_our_manager", _keras2_sgd,
+     lambda: mp_optimizer.managers.DynamicLossScale()),
+    ("keras2_already_wrapped",
+     lambda: tf.keras.mixed_precision.LossScaleOptimizer(_keras2_sgd()),
+     lambda: "dynamic"),
+)
+REFUSED_ROWS = (
+    # Keras 3's optimizers on TF >= 2.16, Keras 2's newer ones on TF 2.15.
+    ("keras_optimizer", lambda: tf.keras.optimizers.SGD(), lambda: "dynamic"),
+    ("keras_already_wrapped",
+     lambda: tf.keras.mixed_precision.LossScaleOptimizer(
+         tf.keras.optimizers.SGD()), lambda: "dynamic"),
+    ("tf_already_wrapped",
+     lambda: v1.mixed_precision.MixedPrecisionLossScaleOptimizer(
+         v1.train.GradientDescentOptimizer(1.0), 8), lambda: "dynamic"),
+    ("int", lambda: 1, lambda: "dynamic"),
+    ("string", lambda: "sgd", lambda: "dynamic"),
+    ("none", lambda: None, lambda: "dynamic"),
+)
+
+
+class WhatTheSwitchAcceptsTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(*KERAS2_ROWS, *REFUSED_ROWS)
+  def test_same_as_tensorflows_switch(self, make_opt, make_loss_scale):
+    try:
+      theirs = _outcome(TF_ENABLE, make_opt, make_loss_scale)
+    except ImportError as error:
+      self.skipTest(f"no Keras 2 optimizers with this TensorFlow: {error}")
+    ours = _outcome(mp_optimizer.enable_mixed_precision_graph_rewrite,
+                    make_opt, make_loss_scale)
+    if "raised" in theirs:
+      self.assertIn("raised", ours, ours)
+      self.assertTrue(issubclass(ours["raised"], theirs["raised"]),
+                      (ours["raised"], theirs["raised"]))
+      self.assertFalse(ours["rewrite"])
+    else:
+      self.assertEqual(ours, theirs)
+      self.assertTrue(ours["rewrite"] and ours["inner_is_opt"])
+
+  @parameterized.named_parameters(
+      ("int", lambda: 1, ["`opt`", "got 1 (type int)"]),
+      ("keras_optimizer", lambda: tf.keras.optimizers.SGD(),
+       ["refuses this Keras optimizer too", "set_global_policy"]),
+      ("keras_already_wrapped",
+       lambda: tf.keras.mixed_precision.LossScaleOptimizer(
+           tf.keras.optimizers.SGD()), ["already", "opt.inner_optimizer"]),
+      ("ours_already_wrapped",
+       lambda: mp_optimizer.MixedPrecisionLossScaleOptimizer(
+           v1.train.GradientDescentOptimizer(1.0), 8),
+       ["already", "inner_optimizer"]),
+  )
+  def test_refusals_are_value_errors_that_say_why(self, make_opt, words):
+    with self.assertRaises(ValueError) as caught:
+      mp_optimizer.enable_mixed_precision_graph_rewrite(make_opt())
+    for word in words:
+      self.assertIn(word, str(caught.exception))
+    self.assertFalse(_rewrite_enabled())
+
+
+_SESSION_SCRIPT = """
+import json, logging, sys
+import tensorflow as tf
+import mp_optimizer
+
+messages = []
+handler = logging.Handler()
+handler.emit = lambda record: messages.append(record.getMessage())
+logging.getLogger("tensorflow").addHandler(handler)
+if sys.argv[1] == "session_first":
+  tf.compat.v1.Session().close()
+kinds = {"v1": lambda: tf.compat.v1.train.GradientDescentOptimizer(1.0)}
+try:
+  tf.keras.optimizers.legacy.SGD()
+  kinds["keras2"] = lambda: tf.keras.optimizers.legacy.SGD()
+except ImportError:  # Keras 3 has no OptimizerV2.
+  pass
+counts = {}
+for kind, make in kinds.items():
+  for name, enable in (
+      ("ours", mp_optimizer.enable_mixed_precision_graph_rewrite),
+      ("tf", tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite)):
+    del messages[:]
+    enable(make())
+    counts[kind + "_" + name] = sum("existing Sessions" in m for m in messages)
+    tf.compat.v1.mixed_precision.disable_mixed_precision_graph_rewrite()
+print(json.dumps(counts))
+"""
+
+
+class SessionWarningTest(parameterized.TestCase):
+  """TF warns once when a Session already exists; so must we (fresh process)."""
+
+  @parameterized.named_parameters(("session_first", "session_first", 1),
+                                  ("no_session", "no_session", 0))
+  def test_warning_as_tensorflows(self, order, want):
+    result = subprocess.run([sys.executable, "-c", _SESSION_SCRIPT, order],
+                            capture_output=True, text=True, check=True)
+    counts = json.loads(result.stdout.strip().splitlines()[-1])
+    keras2 = "keras2_tf" in counts  # The script finds out, as a user would.
+    kinds = ["v1"] + (["keras2"] if keras2 else [])
+    self.assertEqual(counts, {f"{kind}_{name}": want for kind in kinds
+                              for name in ("ours", "tf")})

@@ -17,6 +17,7 @@ from tests import models
 
 v1 = tf.compat.v1
 SGD = models.OPTIMIZERS["sgd"]
+MP = mp_optimizer.MixedPrecisionLossScaleOptimizer
 
 
 def _tf2(loss_scale):
@@ -72,11 +73,57 @@ class PropertiesTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
       (name, name) for name in ("inner_optimizer", "loss_scale", "dynamic",
-                                "initial_scale", "dynamic_growth_steps"))
+                                "initial_scale", "dynamic_growth_steps",
+                                "clipnorm", "clipvalue", "global_clipnorm",
+                                "gradient_accumulation_steps"))
   def test_read_only(self, name):
     opt = mp_optimizer.MixedPrecisionLossScaleOptimizer(SGD(), "dynamic")
     with self.assertRaises(AttributeError):
       setattr(opt, name, 2)
+
+
+def _keras_loss_scale_optimizer():
+  """Keras's own LossScaleOptimizer with its defaults: Keras 2's OptimizerV2
+  one on TF 2.15 (the kind with `clipnorm`), Keras 3's on TF >= 2.16."""
+  try:
+    inner = tf.keras.optimizers.legacy.SGD()
+  except ImportError:  # Keras 3 has no legacy optimizers.
+    inner = tf.keras.optimizers.SGD()
+  return tf.keras.mixed_precision.LossScaleOptimizer(inner)
+
+
+class BeforeFirstUseTest(parameterized.TestCase):
+  """Python-valued names read with no graph at all (eager, nothing built)."""
+
+  @parameterized.named_parameters(
+      ("defaults", lambda: MP(SGD(), "dynamic"),
+       dict(dynamic=True, initial_scale=2.0**15, dynamic_growth_steps=2000,
+            clipnorm=None, clipvalue=None, global_clipnorm=None,
+            gradient_accumulation_steps=None)),
+      ("clipnorm", lambda: MP(SGD(), "dynamic", clipnorm=1.5),
+       dict(clipnorm=1.5, clipvalue=None, global_clipnorm=None)),
+      ("clipvalue_contrib",
+       lambda: mp_optimizer.LossScaleOptimizer(
+           SGD(), managers.FixedLossScaleManager(8), clipvalue=0.5),
+       dict(clipnorm=None, clipvalue=0.5, global_clipnorm=None,
+            dynamic=False, initial_scale=8.0, dynamic_growth_steps=None)),
+      ("global_clipnorm_and_accumulation",
+       lambda: MP(SGD(), 4, global_clipnorm=2, gradient_accumulation_steps=4),
+       dict(global_clipnorm=2, gradient_accumulation_steps=4, clipnorm=None,
+            initial_scale=4.0)),
+  )
+  def test_readable_before_first_use(self, build, want):
+    self.assertTrue(tf.executing_eagerly())  # No graph to build anything in.
+    opt = build()
+    self.assertEqual({name: getattr(opt, name) for name in want}, want)
+
+  @parameterized.named_parameters(
+      (name, name) for name in ("initial_scale", "dynamic_growth_steps",
+                                "clipnorm", "clipvalue", "global_clipnorm"))
+  def test_defaults_as_keras(self, name):
+    ours = MP(SGD(), "dynamic")
+    self.assertEqual(getattr(ours, name),
+                     getattr(_keras_loss_scale_optimizer(), name))
 
 
 def _custom_loop(opt, loss, variables, global_step):
@@ -135,6 +182,42 @@ class MethodsTest(parameterized.TestCase):
       self.assertEqual(scaled.dtype, tf.float32)
       with v1.Session(graph=graph) as sess:
         self.assertEqual(sess.run(scaled), 128.0)
+
+  @parameterized.named_parameters(
+      ("get_scaled_loss_float32", "get_scaled_loss", tf.float32),
+      ("scale_loss_float32", "scale_loss", tf.float32),
+      ("get_scaled_loss_float16", "get_scaled_loss", tf.float16))
+  def test_callable_loss_gives_a_callable(self, method, dtype):
+    calls = []
+
+    def loss():
+      calls.append(1)
+      return tf.constant(0.25, dtype)
+
+    with tf.Graph().as_default() as graph:
+      opt = mp_optimizer.MixedPrecisionLossScaleOptimizer(SGD(), 512)
+      scaled_loss = getattr(opt, method)(loss)
+      self.assertTrue(callable(scaled_loss))
+      self.assertEqual(calls, [])  # Keras calls the loss only when asked.
+      scaled = scaled_loss()
+      self.assertEqual((calls, scaled.dtype), ([1], dtype))
+      with v1.Session(graph=graph) as sess:
+        self.assertEqual(sess.run(scaled), 0.25 * 512)
+
+  def test_callable_loss_as_keras2(self):
+    try:
+      keras = tf.keras.mixed_precision.LossScaleOptimizer(
+          tf.keras.optimizers.legacy.SGD(), dynamic=False, initial_scale=512)
+    except ImportError as error:
+      self.skipTest(f"Keras 3 has no get_scaled_loss: {error}")
+    ours = mp_optimizer.MixedPrecisionLossScaleOptimizer(SGD(), 512)
+    with tf.Graph().as_default() as graph:
+      results = [opt.get_scaled_loss(lambda: tf.constant(0.25))
+                 for opt in (ours, keras)]
+      self.assertTrue(all(callable(r) for r in results))
+      with v1.Session(graph=graph) as sess:
+        ours_value, keras_value = sess.run([r() for r in results])
+    self.assertEqual(ours_value, keras_value)
 
   def test_unscaled_gradients_keep_none_and_sparse(self):
     with tf.Graph().as_default() as graph:

@@ -1,0 +1,161 @@
+"""Checks of the optimizers' constructor arguments, with messages that tell the fix.
+
+Every mistake gets its own message: arguments swapped, a class where an
+instance belongs, a string or number given to the contrib constructor, a
+missing manager, an object from a user's own `managers` folder. A wrong type
+raises `ArgumentTypeError`, which is both a `TypeError` (this project's rule)
+and a `ValueError` (what TensorFlow's `MixedPrecisionLossScaleOptimizer` and
+`enable_mixed_precision_graph_rewrite` raise), so code written against either
+keeps catching it.
+"""
+
+import inspect
+from typing import Any
+
+import tensorflow as tf
+
+from mp_optimizer import _shadowing
+from mp_optimizer import managers
+
+_OPTIMIZER = tf.compat.v1.train.Optimizer
+_TF_WRAPPER = tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer
+_TF_LOSS_SCALE = tf.compat.v1.mixed_precision.LossScale
+
+
+class ArgumentTypeError(TypeError, ValueError):
+  """An argument of the wrong type; TensorFlow raised ValueError for it."""
+
+
+class _Required:
+  """Default of an argument that must be given; it reads `<required>`."""
+
+  def __repr__(self) -> str:
+    return "<required>"
+
+
+REQUIRED = _Required()
+
+
+class ClassSignature:
+  """A class's `__signature__`: its `__init__`'s, with `REQUIRED` required.
+
+  `REQUIRED` lets a constructor explain a missing argument itself instead of
+  Python's "missing 1 required positional argument"; `help()` and `inspect`
+  still show that argument as required, with no default, for each class.
+  """
+
+  def __get__(self, instance, owner) -> inspect.Signature:
+    signature = inspect.signature(owner.__init__)
+    parameters = list(signature.parameters.values())[1:]  # Drop `self`.
+    return signature.replace(parameters=[
+        p.replace(default=p.empty) if p.default is REQUIRED else p
+        for p in parameters])
+
+
+def _describe(value: Any) -> str:
+  return f"{value!r} (type {type(value).__name__})"
+
+
+def _is_loss_scale(value: Any) -> bool:
+  """True for what either constructor takes as its second argument."""
+  if isinstance(value, bool):
+    return False
+  return (isinstance(value, (managers.LossScaleManager, _TF_LOSS_SCALE,
+                             int, float)) or
+          isinstance(value, str) and value == "dynamic")
+
+
+def check_optimizer(api: str, opt: Any, second: Any) -> None:
+  """Checks `opt`, an unwrapped `tf.compat.v1.train.Optimizer` instance.
+
+  Args:
+    api: The public name of the constructor, quoted in messages.
+    opt: The first argument.
+    second: The second argument (the manager or loss scale), to recognize
+      swapped arguments.
+
+  Raises:
+    ArgumentTypeError: If `opt` is not an optimizer instance.
+    ValueError: If `opt` is already wrapped by a loss-scale optimizer.
+  """
+  if isinstance(opt, _OPTIMIZER):
+    if hasattr(opt, "loss_scale_manager") or isinstance(opt, _TF_WRAPPER):
+      raise ValueError(
+          f"`opt` is already a {type(opt).__name__}; wrapping it again would "
+          "scale the loss twice. Pass the optimizer it wraps instead "
+          "(`opt.inner_optimizer` for ours), got "
+          f"{_describe(opt)}.")
+    return
+  if isinstance(second, _OPTIMIZER) and _is_loss_scale(opt):
+    shown = (repr(opt) if isinstance(opt, (str, int, float))
+             else f"{type(opt).__name__}(...)")
+    raise ArgumentTypeError(
+        f"The arguments of {api} are swapped: it takes the optimizer first, "
+        f"then the loss scale, as in {api}(opt, {shown}); got "
+        f"opt={_describe(opt)}.")
+  if isinstance(opt, type) and issubclass(opt, _OPTIMIZER):
+    raise ArgumentTypeError(
+        f"`opt` must be an optimizer instance, got the class {opt.__name__}. "
+        f"Create one first, e.g. {api}({opt.__name__}(learning_rate=1e-3), "
+        "...).")
+  raise ArgumentTypeError(
+      f"`opt` must be a tf.compat.v1.train.Optimizer, got {_describe(opt)}. "
+      "For a Keras optimizer use tf.keras.mixed_precision.LossScaleOptimizer.")
+
+
+def check_manager(api: str, manager: Any) -> None:
+  """Checks the contrib constructor's `loss_scale_manager`.
+
+  Raises:
+    ArgumentTypeError: If it is missing or not a `managers.LossScaleManager`.
+  """
+  if isinstance(manager, managers.LossScaleManager):
+    return
+  example = "managers.ExponentialUpdateLossScaleManager(2**15, 2000)"
+  if manager is REQUIRED:
+    raise ArgumentTypeError(
+        f"{api} needs a loss-scale manager as its second argument, e.g. "
+        f"{api}(opt, {example}) or {api}(opt, "
+        "managers.FixedLossScaleManager(128)). For TensorFlow's default "
+        "dynamic scale use "
+        "mp_optimizer.MixedPrecisionLossScaleOptimizer(opt, 'dynamic').")
+  if isinstance(manager, type) and issubclass(manager, managers.LossScaleManager):
+    raise ArgumentTypeError(
+        "`loss_scale_manager` must be a manager instance, got the class "
+        f"{manager.__name__}: call it to create one ({manager.__name__}(...)).")
+  if isinstance(manager, (str, int, float, _TF_LOSS_SCALE)):
+    raise ArgumentTypeError(
+        f"`loss_scale_manager` must be a managers.LossScaleManager, got "
+        f"{_describe(manager)}. For 'dynamic', a number or TensorFlow's loss "
+        "scales use mp_optimizer.MixedPrecisionLossScaleOptimizer(opt, "
+        f"{manager!r}); {api} (contrib's constructor) takes a manager such "
+        f"as {example}.")
+  raise ArgumentTypeError(
+      _shadowing.foreign_manager_message("loss_scale_manager", manager) or
+      "`loss_scale_manager` must be a managers.LossScaleManager (e.g. "
+      f"{example}), got {_describe(manager)}.")
+
+
+def check_loss_scale(api: str, loss_scale: Any) -> None:
+  """Checks what `managers.get` cannot explain in the TF2 constructor.
+
+  Everything else (strings, numbers, TF's loss scales) is `managers.get`'s.
+
+  Raises:
+    ArgumentTypeError: If `loss_scale` is missing, a class, or a manager-like
+      object that is not one of this library's.
+  """
+  if loss_scale is REQUIRED:
+    raise ArgumentTypeError(
+        f"{api} needs `loss_scale` as its second argument: 'dynamic' "
+        f"(TensorFlow's default dynamic scale), a number, or a manager, e.g. "
+        f"{api}(opt, 'dynamic').")
+  if isinstance(loss_scale, type):
+    raise ArgumentTypeError(
+        f"`loss_scale` must be a loss-scale instance, got the class "
+        f"{loss_scale.__name__}: call it to create one "
+        f"({loss_scale.__name__}(...)), or pass 'dynamic'.")
+  if not isinstance(loss_scale, (managers.LossScaleManager, _TF_LOSS_SCALE)):
+    message = _shadowing.foreign_manager_message("loss_scale", loss_scale)
+    if message:
+      raise ArgumentTypeError(message)

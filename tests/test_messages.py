@@ -1,0 +1,205 @@
+"""Messages that tell the fix, with the exception classes TF/contrib raised.
+
+Each row is a mistake newcomers make. The error must say what to write
+instead; where TensorFlow's `MixedPrecisionLossScaleOptimizer` refuses the
+same input, it is run side by side and our exception must be an instance of
+the class TF raised, so code that caught TF's error still catches ours.
+"""
+
+import inspect
+import pathlib
+import pydoc
+import subprocess
+import sys
+import textwrap
+
+from absl.testing import parameterized
+import tensorflow as tf
+
+import managers
+import mp_optimizer
+
+v1 = tf.compat.v1
+SGD = v1.train.GradientDescentOptimizer
+TF_WRAPPER = v1.mixed_precision.MixedPrecisionLossScaleOptimizer
+LSO = mp_optimizer.LossScaleOptimizer
+MP = mp_optimizer.MixedPrecisionLossScaleOptimizer
+
+
+def _exp():
+  return managers.ExponentialUpdateLossScaleManager(8, 2)
+
+
+MISTAKES = (
+    # name, ours, TF's same call (or None), raised, words the message holds
+    ("swapped_contrib", lambda: LSO(_exp(), SGD(1.0)), None, TypeError,
+     ["swapped", "optimizer first", "LossScaleOptimizer(opt, "]),
+    ("swapped_tf2", lambda: MP("dynamic", SGD(1.0)),
+     lambda: TF_WRAPPER("dynamic", SGD(1.0)), TypeError,
+     ["swapped", "MixedPrecisionLossScaleOptimizer(opt, 'dynamic')"]),
+    ("swapped_number", lambda: MP(128, SGD(1.0)),
+     lambda: TF_WRAPPER(128, SGD(1.0)), TypeError,
+     ["swapped", "MixedPrecisionLossScaleOptimizer(opt, 128)"]),
+    ("optimizer_class_contrib",
+     lambda: LSO(v1.train.AdamOptimizer, _exp()), None, TypeError,
+     ["the class AdamOptimizer", "AdamOptimizer(learning_rate="]),
+    ("optimizer_class_tf2", lambda: MP(v1.train.AdamOptimizer, "dynamic"),
+     lambda: TF_WRAPPER(v1.train.AdamOptimizer, "dynamic"), TypeError,
+     ["the class AdamOptimizer", "AdamOptimizer(learning_rate="]),
+    ("manager_class",
+     lambda: LSO(SGD(1.0), managers.FixedLossScaleManager), None, TypeError,
+     ["`loss_scale_manager`", "the class FixedLossScaleManager",
+      "FixedLossScaleManager(...)"]),
+    ("loss_scale_class", lambda: MP(SGD(1.0), managers.DynamicLossScale),
+     lambda: TF_WRAPPER(SGD(1.0), v1.mixed_precision.DynamicLossScale),
+     TypeError, ["`loss_scale`", "the class DynamicLossScale",
+                 "pass 'dynamic'"]),
+    ("dynamic_string_to_contrib", lambda: LSO(SGD(1.0), "dynamic"), None,
+     TypeError, ["'dynamic'", "MixedPrecisionLossScaleOptimizer(opt, 'dynamic')",
+                 "ExponentialUpdateLossScaleManager"]),
+    ("number_to_contrib", lambda: LSO(SGD(1.0), 128), None, TypeError,
+     ["128", "MixedPrecisionLossScaleOptimizer(opt, 128)",
+      "ExponentialUpdateLossScaleManager"]),
+    ("no_manager", lambda: LSO(SGD(1.0)), None, TypeError,
+     ["needs a loss-scale manager", "ExponentialUpdateLossScaleManager(",
+      "MixedPrecisionLossScaleOptimizer(opt, 'dynamic')"]),
+    ("no_loss_scale", lambda: MP(SGD(1.0)), lambda: TF_WRAPPER(SGD(1.0)),
+     TypeError, ["needs `loss_scale`",
+                 "MixedPrecisionLossScaleOptimizer(opt, 'dynamic')"]),
+    ("unknown_keyword", lambda: MP(SGD(1.0), "dynamic", clip_norm=1.0),
+     None, TypeError, ["MixedPrecisionLossScaleOptimizer.__init__",
+                       "'clip_norm'"]),
+)
+
+
+class MistakesTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(*MISTAKES)
+  def test_message_tells_the_fix(self, ours, theirs, raised, words):
+    with tf.Graph().as_default() as graph:
+      with self.assertRaises(raised) as caught:
+        ours()
+      self.assertEmpty(graph.get_operations(), "half-built graph")
+    for word in words:
+      self.assertIn(word, str(caught.exception))
+    if theirs is not None:
+      with tf.Graph().as_default(), self.assertRaises(Exception) as tf_caught:
+        theirs()
+      self.assertIsInstance(caught.exception, type(tf_caught.exception))
+
+  def test_unknown_keyword_does_not_name_the_base_class(self):
+    with self.assertRaises(TypeError) as caught:
+      MP(SGD(1.0), "dynamic", clip_norm=1.0)
+    self.assertNotIn(" LossScaleOptimizer.__init__", str(caught.exception))
+    self.assertFalse(str(caught.exception).startswith("LossScaleOptimizer"))
+
+  @parameterized.named_parameters(
+      ("step_applied", mp_optimizer.step_applied,
+       "mp_optimizer.step_applied"),
+      ("skipped_steps", mp_optimizer.skipped_steps,
+       "mp_optimizer.skipped_steps"),
+      ("add_summaries", mp_optimizer.add_summaries,
+       "mp_optimizer.add_summaries"),
+  )
+  def test_signals_under_eager(self, function, api):
+    self.assertTrue(tf.executing_eagerly())
+    with self.assertRaises(RuntimeError) as caught:
+      function()
+    message = str(caught.exception)
+    self.assertIn(api, message)
+    self.assertIn("tf.compat.v1.disable_eager_execution()", message)
+
+
+class HelpTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("contrib", LSO, ["opt", "loss_scale_manager", "clipnorm", "clipvalue",
+                        "global_clipnorm", "gradient_accumulation_steps"]),
+      ("tf2", MP, ["opt", "loss_scale", "initial_scale",
+                   "dynamic_growth_steps", "clipnorm", "clipvalue",
+                   "global_clipnorm", "gradient_accumulation_steps"]),
+  )
+  def test_help_shows_this_classs_signature(self, cls, names):
+    signature = inspect.signature(cls)
+    self.assertEqual(list(signature.parameters), names)
+    required = [p.name for p in signature.parameters.values()
+                if p.default is p.empty and p.kind != p.VAR_KEYWORD]
+    self.assertEqual(required, names[:2])
+    text = pydoc.render_doc(cls, renderer=pydoc.plaintext)
+    self.assertIn(f"{cls.__name__}(opt", text)
+    for base_only in ("use_locking", "use_own_namescope_for_non_slot_vars"):
+      self.assertNotIn(base_only, text)
+
+  def test_dir_shows_only_public_names(self):
+    import mp_optimizer.migrate  # pylint: disable=import-outside-toplevel,unused-import
+    names = dir(mp_optimizer)
+    self.assertEqual(names, sorted([*mp_optimizer.__all__, "__version__"]))
+    for name in names:
+      getattr(mp_optimizer, name)
+
+
+_FAKE_MANAGERS = textwrap.dedent("""\
+    class ExponentialUpdateLossScaleManager:
+      def __init__(self, *args):
+        self.args = args
+      def get_loss_scale(self):
+        return 1.0
+      def update_loss_scale(self, finite):
+        return None
+    """)
+
+_SCRIPT = textwrap.dedent("""\
+    import warnings
+    warnings.simplefilter("always")
+    with warnings.catch_warnings(record=True) as caught:
+      import mp_optimizer
+    import managers
+    import tensorflow as tf
+    print("WARNINGS", [str(w.message) for w in caught
+                       if "managers" in str(w.message)])
+    try:
+      mp_optimizer.LossScaleOptimizer(
+          tf.compat.v1.train.GradientDescentOptimizer(1.0),
+          managers.ExponentialUpdateLossScaleManager(2**15, 2000))
+      print("ERROR none")
+    except TypeError as error:
+      print("ERROR", type(error).__name__, error)
+    """)
+
+
+class ShadowedManagersTest(parameterized.TestCase):
+  """A user's own `managers` next to their script, in a real subprocess."""
+
+  def _run(self, layout):
+    folder = pathlib.Path(self.create_tempdir().full_path)
+    if layout == "package":
+      (folder / "managers").mkdir()
+      (folder / "managers" / "__init__.py").write_text(_FAKE_MANAGERS)
+      shadow = folder / "managers"
+    elif layout == "module":
+      (folder / "managers.py").write_text(_FAKE_MANAGERS)
+      shadow = folder / "managers.py"
+    else:
+      shadow = None
+    (folder / "train.py").write_text(_SCRIPT)
+    result = subprocess.run([sys.executable, "train.py"], cwd=folder,
+                            capture_output=True, text=True, check=True)
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines()
+                 if line.startswith(("WARNINGS", "ERROR")))
+    return lines, shadow
+
+  @parameterized.named_parameters(("package", "package"), ("module", "module"))
+  def test_shadowing_folder_is_named_with_the_fix(self, layout):
+    lines, shadow = self._run(layout)
+    shown = str(shadow.resolve())
+    self.assertIn(shown, lines["WARNINGS"])
+    self.assertIn("from mp_optimizer import managers", lines["WARNINGS"])
+    self.assertTrue(lines["ERROR"].startswith("ArgumentTypeError"),
+                    lines["ERROR"])
+    self.assertIn(shown, lines["ERROR"])
+    self.assertIn("`loss_scale_manager`", lines["ERROR"])
+    self.assertIn("from mp_optimizer import managers", lines["ERROR"])
+
+  def test_no_shadow_no_warning(self):
+    lines, _ = self._run("none")
+    self.assertEqual((lines["WARNINGS"], lines["ERROR"]), ("[]", "none"))
