@@ -21,7 +21,7 @@ A variable made by the side (a slot, or one the optimizer creates in
 the gate, as `tf.cond` keeps what `tf.init_scope` builds, so
 `global_variables_initializer()` runs without the training feeds. If that
 initial value depends on the gated side, no initializer could run it:
-`build_behind` refuses with a ValueError, as TF1's `tf.cond` did.
+`build_behind` refuses with a ValueError, as a v1 `tf.cond` does.
 
 A v1 summary built by the side (`tf.compat.v1.summary.*`) is dead on a
 skipped step, and `merge_all()` (what summary hooks fetch) would fail. Each
