@@ -49,9 +49,10 @@ _BACK_EDGE_TYPES = frozenset(("NextIteration", "RefNextIteration"))
 class _MadeVariable:
   """A variable made while the side was built, and the new ops it needs."""
 
-  def __init__(self, variable, ops: List[tf.Operation]):
+  def __init__(self, variable, begin: int, end: int):
     self.variable = variable
-    self.ops = ops
+    self.span = (begin, end)  # Its constructor's ops in get_operations().
+    self.ops = set()
 
 
 def build_behind(on: tf.Tensor, off: tf.Tensor,
@@ -77,27 +78,27 @@ def build_behind(on: tf.Tensor, off: tf.Tensor,
   def creator(next_creator, **kwargs):
     begin = graph.version
     variable = next_creator(**kwargs)
-    ops = graph.get_operations()[begin:graph.version]
-    made.append(_MadeVariable(variable, ops))
+    made.append(_MadeVariable(variable, begin, graph.version))
     return variable
 
   with tf.variable_creator_scope(creator):
     built = build()
-  new_ops = graph.get_operations()[start:]
-  owned = _variable_ops(made, set(new_ops))
-  dead = _pin(new_ops, on.op, owned)
+  all_ops = graph.get_operations()
+  new = set(all_ops[start:])
+  owned = _variable_ops(made, all_ops, new)
+  dead = _pin(all_ops[start:], on.op, owned)
   for found in made:
     _check_initializer(found, dead)
-  _keep_summaries_fetchable(graph, set(new_ops), off)
+  _keep_summaries_fetchable(graph, new, off)
   return built
 
 
-def _variable_ops(made: List[_MadeVariable],
+def _variable_ops(made: List[_MadeVariable], all_ops: List[tf.Operation],
                   new: Set[tf.Operation]) -> Set[tf.Operation]:
   """Each made variable's ops and their fan-in among the side's new ops."""
   owned = set()
   for found in made:
-    closure, pending = set(), list(found.ops)
+    closure, pending = set(), all_ops[slice(*found.span)]
     while pending:
       op = pending.pop()
       if op in new and op not in closure:

@@ -17,6 +17,7 @@ import tensorflow as tf
 import managers
 import mp_optimizer
 from tests import harness
+from tests import mirrored
 from tests import models
 
 v1 = tf.compat.v1
@@ -237,3 +238,27 @@ class GateSoundnessTest(parameterized.TestCase):
                                   r"`gradient_sum.*created inside the inner "
                                   r"optimizer's apply_gradients"):
         _build(ZerosLikeVariableInApply, wrapped=True)
+
+
+class MirroredGateSoundnessTest(parameterized.TestCase):
+
+  @parameterized.product(
+      inner=["escaped_update", "counting_finish", "colocated_init_scope"],
+      replica=[0, 1])
+  def test_one_replica_overflowing_runs_nothing_on_any_replica(
+      self, inner, replica):
+    run = mirrored.MirroredRun(self, lambda: mp_optimizer.LossScaleOptimizer(
+        INNER[inner](LEARNING_RATE), managers.FixedLossScaleManager(8)))
+    variables = run.graph.get_collection(v1.GraphKeys.GLOBAL_VARIABLES)
+
+    def state():
+      return {f"{v.name}/{i}": value.tobytes()
+              for v in variables
+              for i, value in enumerate(run.replica_values(v))}
+
+    run.step(mirrored.NO_REPLICA, 1.0)
+    before = state()
+    run.step(replica, np.nan)
+    self.assertEqual(before, state())
+    run.step(mirrored.NO_REPLICA, 1.0)
+    self.assertNotEqual(before, state())
