@@ -125,13 +125,14 @@ class ZerosLikeVariableInApply(v1.train.GradientDescentOptimizer):
       return super().apply_gradients(grads_and_vars, global_step, name)
 
 
+# Each inner optimizer, and the summary tags it writes on an applied step.
 INNER = {
-    "escaped_update": EscapedUpdate,
-    "counting_finish": CountingFinish,
-    "summary_in_apply": SummaryInApply,
-    "variable_in_apply": VariableInApply,
-    "colocated_init_scope": ColocatedInitScope,
-    "cond_in_finish": CondInFinish,
+    "escaped_update": (EscapedUpdate, set()),
+    "counting_finish": (CountingFinish, set()),
+    "summary_in_apply": (SummaryInApply, {APPLY_TAG}),
+    "variable_in_apply": (VariableInApply, set()),
+    "colocated_init_scope": (ColocatedInitScope, set()),
+    "cond_in_finish": (CondInFinish, set()),
 }
 
 
@@ -177,7 +178,7 @@ class GateSoundnessTest(parameterized.TestCase):
                          legacy=[False, True])
   def test_skipped_step_runs_nothing_the_inner_apply_built(
       self, inner, poison, legacy):
-    inner_class = INNER[inner]
+    inner_class, in_apply = INNER[inner]
     expected = _bare_after_clean_steps(inner_class, legacy, 2)
     with models.legacy_graph_behavior(legacy), tf.Graph().as_default():
       built = _build(inner_class, wrapped=True)
@@ -199,7 +200,6 @@ class GateSoundnessTest(parameterized.TestCase):
     self.assertEqual(skip_count, 1)
     harness.assert_bit_identical(self, after_first, after_skip)
     harness.assert_bit_identical(self, expected, after_third)
-    in_apply = {APPLY_TAG} if inner_class is SummaryInApply else set()
     self.assertEqual(first_tags, {"loss"} | in_apply)
     self.assertEqual(second_tags, {"loss"})
     self.assertEqual(third_tags, {"loss"} | in_apply)
@@ -210,7 +210,7 @@ class GateSoundnessTest(parameterized.TestCase):
     # Two finite micro-steps around a NaN one close one window; the mean of
     # two equal gradients is that gradient, so the window's apply is the
     # bare optimizer's first step.
-    inner_class = INNER[inner]
+    inner_class, in_apply = INNER[inner]
     expected = _bare_after_clean_steps(inner_class, legacy, 1)
     with models.legacy_graph_behavior(legacy), tf.Graph().as_default():
       built = _build(inner_class, wrapped=True, accumulation_steps=2)
@@ -227,7 +227,6 @@ class GateSoundnessTest(parameterized.TestCase):
     harness.assert_bit_identical(self, after_first, after_skip)
     harness.assert_bit_identical(
         self, expected, {name: after_window[name] for name in expected})
-    in_apply = {APPLY_TAG} if inner_class is SummaryInApply else set()
     self.assertEqual((first_tags, second_tags, third_tags),
                      ({"loss"}, {"loss"}, {"loss"} | in_apply))
 
@@ -248,7 +247,7 @@ class MirroredGateSoundnessTest(parameterized.TestCase):
   def test_one_replica_overflowing_runs_nothing_on_any_replica(
       self, inner, replica):
     run = mirrored.MirroredRun(self, lambda: mp_optimizer.LossScaleOptimizer(
-        INNER[inner](LEARNING_RATE), managers.FixedLossScaleManager(8)))
+        INNER[inner][0](LEARNING_RATE), managers.FixedLossScaleManager(8)))
     variables = run.graph.get_collection(v1.GraphKeys.GLOBAL_VARIABLES)
 
     def state():
