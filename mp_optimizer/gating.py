@@ -6,6 +6,8 @@ keeps the gate's control dependency alive inside `tf.distribute` replicas.
 
 import tensorflow as tf
 
+from mp_optimizer import containment
+
 
 def on_each_replica(strategy, pivot, fn, args=()):
   """`call_for_each_replica`, with every op it builds depending on `pivot`.
@@ -30,8 +32,11 @@ def gate(pred: tf.Tensor, when_true, when_false) -> tf.Operation:
   Switch splits `pred` into two pivots; every op of a side is built under a
   control dependency on its pivot, so on the untaken side all of them are
   dead and none runs; a Merge joins the sides into one op that completes
-  either way. Ops a side makes under `tf.init_scope` (slot variables) are
-  outside the gate, as they are outside `tf.cond`.
+  either way. Ops of the true side that escaped that dependency
+  (`tf.control_dependencies(None)`, `tf.init_scope`) are given one on the
+  pivot afterwards, except the variables it made (slots, with their
+  initializers), which stay outside the gate as they do outside `tf.cond`;
+  its v1 summaries stay fetchable (see `mp_optimizer.containment`).
 
   Args:
     pred: Scalar bool tensor.
@@ -42,13 +47,21 @@ def gate(pred: tf.Tensor, when_true, when_false) -> tf.Operation:
 
   Returns:
     An op that completes when the taken side has.
+
+  Raises:
+    ValueError: `when_true` made a variable whose initial value depends on
+      the true side.
   """
   off, on = tf.raw_ops.Switch(data=pred, pred=pred, name="gate")
   # A control edge from the Switch op itself would always fire: deadness
   # lives on its outputs, so each side hangs off an Identity of one of them.
   on, off = tf.identity(on, name="gate_true"), tf.identity(off, name="gate_false")
-  with tf.control_dependencies([on]):
-    taken = when_true(on)
+
+  def build_taken():
+    with tf.control_dependencies([on]):
+      return when_true(on)
+
+  taken = containment.build_behind(on, off, build_taken)
   with tf.control_dependencies([off]):
     not_taken = when_false()
   with tf.control_dependencies([taken]):

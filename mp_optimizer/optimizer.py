@@ -248,7 +248,8 @@ class LossScaleOptimizer(Optimizer):
       RuntimeError: Under eager execution, or in cross-replica context.
       TypeError: If `grads_and_vars` does not hold (gradient, variable) pairs.
       ValueError: If `grads_and_vars` is empty, or holds gradients of the
-        scaled loss that were never unscaled (where that is detectable).
+        scaled loss that were never unscaled (where that is detectable), or
+        if the inner apply made a variable initialized from the gated update.
     """
     _graph.require_graph("LossScaleOptimizer.apply_gradients")
     grads_and_vars = misuse.check_grads_and_vars(grads_and_vars)
