@@ -11,6 +11,7 @@ from mp_optimizer import accumulation
 from mp_optimizer import clipping
 from mp_optimizer import gradients as grad_lib
 from mp_optimizer import misuse
+from mp_optimizer import overflow
 from mp_optimizer import signals
 from mp_optimizer import step
 
@@ -59,10 +60,14 @@ class LossScaleOptimizer(Optimizer):
     gradient_accumulation_steps: Keyword-only None or an int >= 2: apply the
       mean of that many finite micro-steps once (see
       `mp_optimizer.accumulation`).
+    overflow_report: Keyword-only True, False or an
+      `overflow.OverflowReport`: on a skipped step, print which variables'
+      gradients held NaN/Inf (see `mp_optimizer.overflow`).
 
   Raises:
-    TypeError: If `opt` or `loss_scale_manager` has the wrong type, or an
-      option is not a number.
+    TypeError: If `opt` or `loss_scale_manager` has the wrong type, an
+      option is not a number, or `overflow_report` is not a bool or an
+      `overflow.OverflowReport`.
     ValueError: If `opt` is already a `LossScaleOptimizer` or TF's
       `MixedPrecisionLossScaleOptimizer`, or an option is out of range.
   """
@@ -72,7 +77,8 @@ class LossScaleOptimizer(Optimizer):
                clipnorm: Optional[float] = None,
                clipvalue: Optional[float] = None,
                global_clipnorm: Optional[float] = None,
-               gradient_accumulation_steps: Optional[int] = None):
+               gradient_accumulation_steps: Optional[int] = None,
+               overflow_report: Union[bool, overflow.OverflowReport] = False):
     if isinstance(opt, LossScaleOptimizer):
       raise ValueError(
           f"`opt` is already a {type(opt).__name__}; wrapping it twice would "
@@ -94,6 +100,7 @@ class LossScaleOptimizer(Optimizer):
           f"{loss_scale_manager!r} (type {type(loss_scale_manager).__name__}).")
     clip = clipping.make_clip(clipnorm, clipvalue, global_clipnorm)
     steps = accumulation.check_steps(gradient_accumulation_steps)
+    report = overflow.check_option(overflow_report)
     super().__init__(use_locking=False, name=opt.get_name())
     self._opt = opt
     self._manager = loss_scale_manager
@@ -103,7 +110,7 @@ class LossScaleOptimizer(Optimizer):
     self._accumulator = (None if steps is None else
                          accumulation.GradientAccumulator(self, steps))
     self._parts = step.Parts(opt, loss_scale_manager, signals.SkipCounter(self),
-                             clip, self._accumulator)
+                             clip, self._accumulator, report)
 
   @property
   def inner_optimizer(self) -> Optimizer:
