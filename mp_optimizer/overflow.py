@@ -184,7 +184,8 @@ def when_skipped(parts, grads_and_vars, scale: tf.Tensor
             else "step skipped")
 
   def skipped():
-    return tf.group(parts.skip_counter.add_one(),
-                    _report(settings, prefix, grads_and_vars, scale))
+    with tf.name_scope("overflow_report"):
+      report = _report(settings, prefix, grads_and_vars, scale)
+    return tf.group(parts.skip_counter.add_one(), report)
 
   return skipped
