@@ -23,6 +23,8 @@ it on the current variable scope. `warn_if_16bit_variables` is what
 """
 
 import contextlib
+import os
+import sys
 import warnings
 import weakref
 from typing import Iterator
@@ -35,6 +37,9 @@ _NAMES_SHOWN = 5
 
 # Inner optimizers already warned about (one warning per optimizer).
 _warned = weakref.WeakSet()
+# Frames in these folders are not the user's code the warning points at.
+_LIBRARY_DIRS = tuple(os.path.dirname(module.__file__) + os.sep
+                      for module in (sys.modules["mp_optimizer"], tf))
 
 
 def _requested_dtype(dtype, initializer) -> tf.DType:
@@ -138,7 +143,13 @@ def warn_if_16bit_variables(optimizer, grads_and_vars) -> None:
     return
   _warned.add(optimizer)
   shown = ", ".join(names[:_NAMES_SHOWN])
-  more = f" and {len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else ""
+  more = (f" and {len(names) - _NAMES_SHOWN} more"
+          if len(names) > _NAMES_SHOWN else "")
+  # Point at the first caller outside this package and TensorFlow.
+  level, frame = 1, sys._getframe(0)  # pylint: disable=protected-access
+  while frame is not None and frame.f_code.co_filename.startswith(
+      _LIBRARY_DIRS):
+    level, frame = level + 1, frame.f_back
   warnings.warn(
       f"LossScaleOptimizer is updating {len(names)} 16-bit float variable(s) "
       f"without float32 master weights: {shown}{more}. Updates smaller than "
@@ -146,4 +157,4 @@ def warn_if_16bit_variables(optimizer, grads_and_vars) -> None:
       "away. Build the model under `with mp_optimizer.float32_master_weights():"
       "` (or `variable_scope(..., custom_getter=mp_optimizer."
       "float32_variable_getter)`) to store them in float32.",
-      UserWarning, stacklevel=2)
+      UserWarning, stacklevel=level)
