@@ -37,6 +37,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 import tensorflow as tf
 
 from mp_optimizer.managers import _validation
+from mp_optimizer.managers import finite
 
 _KINDS = ("finite", "NaN", "Inf", "NaN+Inf")
 
@@ -125,13 +126,16 @@ def _codes(tensors: List[tf.Tensor]) -> tf.Tensor:
 
 
 def _grouped_codes(labelled) -> Tuple[List[str], tf.Tensor]:
-  """Codes of all tensors, stacked by (shape, dtype, device) group."""
+  """Codes of all tensors, grouped by the finite check's rule.
+
+  Same shape, dtype and device, and small enough that stacking costs little
+  (`finite.GROUP_MAX_ELEMENTS`); larger tensors are checked on their own.
+  """
   groups: Dict[Any, List[Tuple[str, tf.Tensor]]] = {}
   for index, (label, tensor) in enumerate(labelled):
-    shape = tensor.shape
-    key = ((tuple(shape.as_list()), tensor.dtype, tensor.device)
-           if shape.is_fully_defined() else index)
-    groups.setdefault(key, []).append((label, tensor))
+    key = finite._group_key(tensor)  # pylint: disable=protected-access
+    groups.setdefault(index if key is None else key, []).append(
+        (label, tensor))
   labels, codes = [], []
   for members in groups.values():
     labels.extend(label for label, _ in members)
@@ -139,10 +143,17 @@ def _grouped_codes(labelled) -> Tuple[List[str], tf.Tensor]:
   return labels, codes[0] if len(codes) == 1 else tf.concat(codes, 0)
 
 
+def _host(tensor: tf.Tensor) -> str:
+  """The CPU of the machine (job and task) that holds `tensor`."""
+  return tf.DeviceSpec.from_string(tensor.device).replace(
+      device_type="CPU", device_index=0).to_string()
+
+
 def _report(settings: OverflowReport, prefix: str, grads,
             scale: tf.Tensor) -> tf.Operation:
-  labels, codes = _grouped_codes(_local_gradients(grads))
-  with tf.device("/cpu:0"):
+  labelled = _local_gradients(grads)
+  labels, codes = _grouped_codes(labelled)
+  with tf.device(_host(labelled[0][1])):  # String ops run on CPUs only.
     bad = tf.where(codes > 0)[:, 0]
     shown = bad[:settings.max_variables]
     items = tf.strings.join([tf.gather(tf.constant(labels), shown),

@@ -127,6 +127,36 @@ class OverflowReportTest(parameterized.TestCase):
     line, = _lines(path)
     self.assertIn(expected, line)
 
+  @parameterized.named_parameters(
+      (f"{target}_{kind}", target, value, kind)
+      for target in ("table", "big") for value, kind in ((np.nan, "NaN"),
+                                                         (np.inf, "Inf")))
+  def test_sparse_and_large_gradients(self, target, value, kind):
+    # loss = sum(gather(table) * p) + sum(big * q): d/d(table rows) = p and
+    # d/d(big) = q exactly, so a fed p or q is exactly that gradient's fault.
+    path = self.create_tempdir().full_path + "/report.txt"
+    with tf.Graph().as_default():
+      faults = {name: v1.placeholder_with_default(np.float32(1), [])
+                for name in ("table", "big")}
+      table = v1.get_variable("table", [50, 4])
+      big = v1.get_variable("big", [300, 256])  # Above GROUP_MAX_ELEMENTS.
+      loss = (tf.reduce_sum(tf.gather(table, [1, 7]) * faults["table"]) +
+              tf.reduce_sum(big * faults["big"]))
+      opt = mp_optimizer.LossScaleOptimizer(
+          v1.train.GradientDescentOptimizer(0.1),
+          managers.FixedLossScaleManager(2),
+          overflow_report=OverflowReport(output_stream="file://" + path))
+      grads_and_vars = opt.compute_gradients(loss)
+      self.assertIsInstance(grads_and_vars[0][0], tf.IndexedSlices)
+      train_op = opt.apply_gradients(grads_and_vars)
+      with v1.Session() as sess:
+        sess.run(v1.global_variables_initializer())
+        sess.run(train_op)
+        sess.run(train_op, {faults[target]: value})
+    self.assertEqual(_lines(path), [
+        "mp_optimizer: step skipped at loss scale 2: 1 of 2 gradients "
+        f"non-finite: {target}:0 {kind}"])
+
   @parameterized.named_parameters(("clean", False), ("skipped", True))
   def test_report_ops_run_only_on_skipped_steps(self, poisoned):
     path = self.create_tempdir().full_path + "/report.txt"
