@@ -9,7 +9,8 @@ mp_optimizer: step skipped at loss scale 32768: 1 of 12 gradients non-finite: de
 
 which tells NaN in the data (every gradient NaN) from one layer overflowing
 (a few Inf) from a scale that is too high (many Inf). Under
-`MirroredStrategy` each entry names the replica whose gradient it was; with
+`MirroredStrategy` each entry names the replica whose gradient it was (and
+under multi-worker strategies the worker, e.g. "worker 1 replica 0"); with
 gradient accumulation the line says "micro-step dropped".
 
 The report is built on the skipped side of the step's gate
@@ -101,6 +102,11 @@ def _local_gradients(grads) -> List[Tuple[str, tf.Tensor]]:
               if tf.distribute.has_strategy() and
               tf.distribute.in_cross_replica_context() else None)
   several = strategy is not None and strategy.num_replicas_in_sync > 1
+  # Multi-worker: replicas are numbered per worker, so name the worker too.
+  resolver = getattr(strategy, "cluster_resolver", None)
+  worker = (f"{resolver.task_type} {resolver.task_id} "
+            if several and resolver is not None and resolver.task_type
+            else "")
   out = []
   for grad, var in grads:
     if grad is None:
@@ -110,7 +116,7 @@ def _local_gradients(grads) -> List[Tuple[str, tf.Tensor]]:
     for replica, component in enumerate(components):
       if isinstance(component, tf.IndexedSlices):
         component = component.values
-      prefix = f"replica {replica}: " if several else ""
+      prefix = f"{worker}replica {replica}: " if several else ""
       out.append((f"{prefix}{var.name}", tf.convert_to_tensor(component)))
   return out
 
