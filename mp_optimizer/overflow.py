@@ -65,6 +65,7 @@ class OverflowReport:
       (the default), `sys.stdout`, a `tf.compat.v1.logging` or
       `absl.logging` function (TensorFlow's C++ log, subject to
       `TF_CPP_MIN_LOG_LEVEL`), or a string `"file://<path>"` (appended to).
+      `tf.print` refuses anything else when the step is built.
 
   Raises:
     TypeError: If `max_variables` is not an int.
