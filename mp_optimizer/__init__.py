@@ -38,6 +38,8 @@ _EXPORTS = {
     "add_summaries": "mp_optimizer.signals",
     "disable_mixed_precision_graph_rewrite": "mp_optimizer.tf2",
     "enable_mixed_precision_graph_rewrite": "mp_optimizer.tf2",
+    "float32_master_weights": "mp_optimizer.master_weights",
+    "float32_variable_getter": "mp_optimizer.master_weights",
     "skipped_steps": "mp_optimizer.signals",
     "step_applied": "mp_optimizer.signals",
 }
@@ -51,6 +53,8 @@ __all__ = [
     "contrib",
     "disable_mixed_precision_graph_rewrite",
     "enable_mixed_precision_graph_rewrite",
+    "float32_master_weights",
+    "float32_variable_getter",
     "managers",
     "signals",
     "skipped_steps",

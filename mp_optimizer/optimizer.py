@@ -13,6 +13,7 @@ from mp_optimizer import clipping
 from mp_optimizer import gradients as grad_lib
 from mp_optimizer import keras_names
 from mp_optimizer import misuse
+from mp_optimizer import overflow
 from mp_optimizer import signals
 from mp_optimizer import step
 
@@ -60,12 +61,16 @@ class LossScaleOptimizer(Optimizer):
     gradient_accumulation_steps: Keyword-only None or an int >= 2: apply the
       mean of that many finite micro-steps once (see
       `mp_optimizer.accumulation`).
+    overflow_report: Keyword-only True, False or an
+      `overflow.OverflowReport`: on a skipped step, print which variables'
+      gradients held NaN/Inf (see `mp_optimizer.overflow`).
 
   Raises:
     TypeError: If `opt` or `loss_scale_manager` is missing or has the wrong
-      type (a TypeError that is also a ValueError, which TF raised), or an
-      option is not a number. The message names the fix: swapped arguments,
-      a class instead of an instance, a string or number (that is
+      type (a TypeError that is also a ValueError, which TF raised), an
+      option is not a number, or `overflow_report` is not a bool or an
+      `overflow.OverflowReport`. The message names the fix: swapped
+      arguments, a class instead of an instance, a string or number (that is
       `MixedPrecisionLossScaleOptimizer`'s), an object from a user's own
       `managers` folder.
     ValueError: If `opt` is already a `LossScaleOptimizer` or TF's
@@ -80,12 +85,14 @@ class LossScaleOptimizer(Optimizer):
                clipnorm: Optional[float] = None,
                clipvalue: Optional[float] = None,
                global_clipnorm: Optional[float] = None,
-               gradient_accumulation_steps: Optional[int] = None):
+               gradient_accumulation_steps: Optional[int] = None,
+               overflow_report: Union[bool, overflow.OverflowReport] = False):
     """Wraps `opt`; the arguments are described in the class docstring."""
     _arguments.check_optimizer(type(self).__name__, opt, loss_scale_manager)
     _arguments.check_manager(type(self).__name__, loss_scale_manager)
     clip = clipping.make_clip(clipnorm, clipvalue, global_clipnorm)
     steps = accumulation.check_steps(gradient_accumulation_steps)
+    report = overflow.check_option(overflow_report)
     self._options = {"clipnorm": clipnorm, "clipvalue": clipvalue,
                      "global_clipnorm": global_clipnorm,
                      "gradient_accumulation_steps": steps}
@@ -98,7 +105,7 @@ class LossScaleOptimizer(Optimizer):
     self._accumulator = (None if steps is None else
                          accumulation.GradientAccumulator(self, steps))
     self._parts = step.Parts(opt, loss_scale_manager, signals.SkipCounter(self),
-                             clip, self._accumulator)
+                             clip, self._accumulator, report)
 
   @property
   def inner_optimizer(self) -> Optimizer:

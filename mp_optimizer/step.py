@@ -39,6 +39,8 @@ from mp_optimizer import managers
 from mp_optimizer import accumulation
 from mp_optimizer import clipping
 from mp_optimizer import gating
+from mp_optimizer import master_weights
+from mp_optimizer import overflow
 from mp_optimizer import signals
 
 
@@ -50,6 +52,7 @@ class Parts:
   skip_counter: signals.SkipCounter
   clip: Optional[clipping.Clip] = None
   accumulator: Optional[accumulation.GradientAccumulator] = None
+  overflow_report: Optional[overflow.OverflowReport] = None
 
 
 def _first_replica_only(grad):
@@ -91,6 +94,7 @@ def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
   """Builds the step described in the module docstring; returns its op."""
   train_ops = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.TRAIN_OP)
   train_ops_before = list(train_ops)
+  master_weights.warn_if_16bit_variables(parts.inner, grads_and_vars)
 
   def apply(pairs, pivot):
     return _apply(strategy, parts, pairs, global_step, name, pivot)
@@ -103,7 +107,8 @@ def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
   scale = parts.manager.get_loss_scale()
   if parts.manager.skips_nonfinite_steps:
     finite = managers.all_finite_in_sync(g for g, _ in grads_and_vars)
-    applied = gating.gate(finite, use, parts.skip_counter.add_one)
+    applied = gating.gate(
+        finite, use, overflow.when_skipped(parts, grads_and_vars, scale))
     skipped = parts.skip_counter.total()
   else:
     finite = tf.constant(True)

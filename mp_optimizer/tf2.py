@@ -40,8 +40,8 @@ class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
       the starting scale.
     dynamic_growth_steps: Keyword-only Keras alias, with `loss_scale="dynamic"`
       only: finite steps between increases.
-    clipnorm, clipvalue, global_clipnorm, gradient_accumulation_steps:
-      Keyword-only, as for `LossScaleOptimizer`.
+    clipnorm, clipvalue, global_clipnorm, gradient_accumulation_steps,
+    overflow_report: Keyword-only, as for `LossScaleOptimizer`.
 
   Raises:
     TypeError: If `opt` is not a v1 optimizer, or `loss_scale` is missing, None
@@ -59,7 +59,8 @@ class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
                clipnorm: Optional[float] = None,
                clipvalue: Optional[float] = None,
                global_clipnorm: Optional[float] = None,
-               gradient_accumulation_steps: Optional[int] = None):
+               gradient_accumulation_steps: Optional[int] = None,
+               overflow_report: Any = False):
     """Wraps `opt`; the arguments are described in the class docstring."""
     _arguments.check_optimizer(type(self).__name__, opt, loss_scale)
     _arguments.check_loss_scale(type(self).__name__, loss_scale)
@@ -77,7 +78,8 @@ class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
       manager = managers.get(loss_scale)
     super().__init__(opt, manager, clipnorm=clipnorm, clipvalue=clipvalue,
                      global_clipnorm=global_clipnorm,
-                     gradient_accumulation_steps=gradient_accumulation_steps)
+                     gradient_accumulation_steps=gradient_accumulation_steps,
+                     overflow_report=overflow_report)
 
 
 def enable_mixed_precision_graph_rewrite(
