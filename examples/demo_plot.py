@@ -66,14 +66,16 @@ def plot_runs(histories: Dict[str, dict], path: str, title: str) -> None:
       scaled["skipped"], [scaled["scale"][s - 1] for s in scaled["skipped"]],
       linestyle="none", marker="x", color="black", markersize=7,
       label=f"skipped step ({len(scaled['skipped'])}): inf/NaN gradient")
-  scale_axes.set(yscale="log", xlabel="step", ylabel="loss scale (log scale)",
+  scale_axes.set(xlabel="step", ylabel="loss scale S (log scale)",
                  title="Dynamic loss scale of fp16 + loss scaling")
   scale_axes.set_yscale("log", base=2)
-  scale_axes.legend(loc="lower right")
+  low, high = scale_axes.get_ylim()
+  scale_axes.set_ylim(low, high * 4)  # Room for the legend above the line.
+  scale_axes.legend(loc="upper right")
 
   accuracy_axes.set(xlabel="step", ylabel="test accuracy (%)",
                     title="Test accuracy (360 held-out images)")
-  accuracy_axes.legend(loc="lower right")
+  accuracy_axes.legend(loc="upper left")
   for axes in (loss_axes, scale_axes, accuracy_axes):
     axes.grid(True, which="major", alpha=0.3)
   figure.suptitle(title, fontsize=13)
