@@ -15,6 +15,9 @@ and batch, through the same active ReLU units. An entry that is exactly zero
 in the run but not in float32 underflowed.
 """
 
+import argparse
+from typing import Dict, List, Optional, Tuple
+
 import numpy as np
 import tensorflow as tf
 
@@ -24,7 +27,9 @@ import mp_optimizer
 v1 = tf.compat.v1
 
 
-def mlp(x, weights, dtype, masks=None):
+def mlp(x: tf.Tensor, weights: List[Tuple[tf.Variable, tf.Variable]],
+        dtype: tf.DType, masks: Optional[List[tf.Tensor]] = None
+        ) -> Tuple[tf.Tensor, List[tf.Tensor]]:
   """Logits of a ReLU MLP computed in `dtype` from float32 `weights`.
 
   Returns the float32 logits and each hidden layer's ReLU mask (1 where
@@ -42,7 +47,8 @@ def mlp(x, weights, dtype, masks=None):
   return tf.cast(h, tf.float32), active
 
 
-def make_weights(sizes, init_std, seed):
+def make_weights(sizes: List[int], init_std: float, seed: int
+                 ) -> List[Tuple[tf.Variable, tf.Variable]]:
   """Float32 weights, N(0, init_std**2), and zero biases; same for every run."""
   rng = np.random.RandomState(seed)
   return [(v1.get_variable(f"w{i}", initializer=(
@@ -51,7 +57,7 @@ def make_weights(sizes, init_std, seed):
           for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:]))]
 
 
-def _underflow_share(x, y, weights, dtype, cross_entropy, masks, scale):
+def _underflow_share(x, y, weights, cross_entropy, masks, scale):
   """Share of float32-non-zero gradient entries that are zero in the run."""
   variables = [v for pair in weights for v in pair]
   grads = tf.gradients(cross_entropy * scale, variables)
@@ -67,7 +73,8 @@ def _underflow_share(x, y, weights, dtype, cross_entropy, masks, scale):
   return lost / tf.maximum(nonzero, 1.0)
 
 
-def build(dtype, scaled, args):
+def build(dtype: tf.DType, scaled: bool,
+          args: argparse.Namespace) -> Dict[str, tf.Tensor]:
   """Builds one run's graph in the default graph.
 
   Args:
@@ -101,8 +108,7 @@ def build(dtype, scaled, args):
   scale = mp_optimizer.signals.loss_scale()
   accuracy = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, 1), y),
                                     tf.float32))
-  underflow = _underflow_share(x, y, weights, dtype, cross_entropy, masks,
-                               scale)
+  underflow = _underflow_share(x, y, weights, cross_entropy, masks, scale)
   # Fixed, absolute scopes in a fresh graph: the same tags in every run.
   step_summaries = [mp_optimizer.add_summaries()]
   with v1.name_scope("digits/"):

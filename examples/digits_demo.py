@@ -23,6 +23,7 @@ import os
 import shutil
 import sys
 import time
+from typing import List, Optional, Tuple
 
 import numpy as np
 from sklearn import datasets
@@ -38,12 +39,12 @@ RUNS = (("fp32", tf.float32, False), ("fp16", tf.float16, False),
         ("fp16 + loss scaling", tf.float16, True))
 
 
-def folder(name):
+def folder(name: str) -> str:
   """The run's log folder name: fp32, fp16, fp16_loss_scaling."""
   return name.replace(" + ", "_").replace(" ", "_")
 
 
-def load_data():
+def load_data() -> list:
   """Returns (x_train, x_test, y_train, y_test); pixels scaled to [0, 1]."""
   x, y = datasets.load_digits(return_X_y=True)
   return model_selection.train_test_split(
@@ -51,7 +52,8 @@ def load_data():
       stratify=y)
 
 
-def train(name, dtype, scaled, data, args):
+def train(name: str, dtype: tf.DType, scaled: bool, data: list,
+          args: argparse.Namespace) -> Tuple[dict, dict]:
   """Trains one run in its own graph; returns its history and table row."""
   x_train, x_test, y_train, y_test = data
   history = dict(loss=[], scale=[], skipped=[], eval_steps=[], accuracy=[],
@@ -102,7 +104,7 @@ def train(name, dtype, scaled, data, args):
   return history, row
 
 
-def print_table(rows):
+def print_table(rows: List[dict]) -> None:
   """Prints the end-of-run table (Markdown)."""
   print("| run                 | test accuracy | final training loss "
         "| skipped steps | final loss scale | underflowed gradient entries |")
@@ -114,7 +116,7 @@ def print_table(rows):
           f"| {r['skipped']:>13d} | {scale:>16} | {r['underflow']:>28.2%} |")
 
 
-def parse_args(argv=None):
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
   """The demo's flags; `--steps` shortens it (the test uses a few steps)."""
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--steps", type=int, default=1500)
@@ -141,7 +143,8 @@ def parse_args(argv=None):
   return args
 
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> None:
+  """Runs the three trainings, draws the PNG, prints the table."""
   args = parse_args(argv)
   tf.config.experimental.enable_op_determinism()
   data = load_data()
