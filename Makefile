@@ -1,7 +1,8 @@
 # Everything builds its own virtual environment from pinned requirements:
 # a machine needs only python3 (3.11), pip and make.
 #
-#   make demo    fp32 vs fp16 vs fp16 + loss scaling on scikit-learn's digits
+#   make demo    fp32 vs fp16 vs fp16 + loss scaling on scikit-learn's digits:
+#                table, runs/digits/digits_demo.png, TensorBoard runs
 #   make bert-demo  BERT-style fp16 pre-training: clipping + accumulation
 #   make test    the installed-wheel check, then the test suite on
 #                TensorFlow 2.21 and on TensorFlow 2.15

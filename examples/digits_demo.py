@@ -1,38 +1,50 @@
 """fp32 vs fp16 vs fp16 with dynamic loss scaling, on scikit-learn's digits.
 
 Three runs of the same TF1-style graph (same data order, same initial
-weights): variables are float32 in every run; the forward and backward pass run
-in float32, float16, or float16 with `mp_optimizer.LossScaleOptimizer`. Every
-`--report_every` steps a line shows the test accuracy and how much of the
-gradient underflowed: entries that are exactly zero in the run's gradient
-although the float32 gradient at the same weights and batch, through the same
-active ReLU units, is not (as a share of entries, and of the float32
-gradient's L1 mass).
+weights; `examples/demo_model.py` builds it): variables are float32 in every
+run; the forward and backward pass run in float32, float16, or float16 with
+dynamic loss scaling through `mp_optimizer.LossScaleOptimizer`.
 
-TensorBoard summaries go to `--logdir` (default runs/digits):
-    .venv/tf2.21/bin/tensorboard --logdir runs/digits
+Writes, each run into a fresh folder under `--logdir` (default runs/digits):
+* TensorBoard event files with the same tags in every run:
+  `mp_optimizer/loss_scale`, `mp_optimizer/skipped_steps` (from
+  `mp_optimizer.add_summaries()`), `digits/train_loss`,
+  `digits/test_accuracy` and `digits/underflow_share`;
+      .venv/tf2.21/bin/tensorboard --logdir runs/digits
+* `--png` (default runs/digits/digits_demo.png): loss curves, the loss scale
+  with skipped steps marked, test accuracy;
+* and prints a table at the end.
 
-Run with `make demo`, or: python examples/digits_demo.py --steps 2000
+Run with `make demo`, or: python examples/digits_demo.py --steps 300
 """
 
 import argparse
 import os
+import shutil
+import sys
 import time
+from typing import List, Optional, Tuple
 
 import numpy as np
 from sklearn import datasets
 from sklearn import model_selection
 import tensorflow as tf
 
-import managers
-import mp_optimizer
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import demo_model  # pylint: disable=wrong-import-position
+import demo_plot  # pylint: disable=wrong-import-position
 
 v1 = tf.compat.v1
 RUNS = (("fp32", tf.float32, False), ("fp16", tf.float16, False),
         ("fp16 + loss scaling", tf.float16, True))
 
 
-def load_data():
+def folder(name: str) -> str:
+  """The run's log folder name: fp32, fp16, fp16_loss_scaling."""
+  return name.replace(" + ", "_").replace(" ", "_")
+
+
+def load_data() -> list:
   """Returns (x_train, x_test, y_train, y_test); pixels scaled to [0, 1]."""
   x, y = datasets.load_digits(return_X_y=True)
   return model_selection.train_test_split(
@@ -40,148 +52,127 @@ def load_data():
       stratify=y)
 
 
-def mlp(x, weights, dtype, masks=None):
-  """Logits of a ReLU MLP computed in `dtype` from float32 `weights`.
-
-  Returns the logits and each hidden layer's ReLU mask (1 where active). With
-  `masks` given, those masks replace the ReLUs, so a float32 copy of the net
-  follows exactly the units the float16 net kept alive.
-  """
-  h, active = tf.cast(x, dtype), []
-  for i, (w, b) in enumerate(weights):
-    h = tf.matmul(h, tf.cast(w, dtype)) + tf.cast(b, dtype)
-    if i < len(weights) - 1:
-      mask = (tf.cast(h > 0, dtype) if masks is None
-              else tf.cast(masks[i], dtype))
-      active.append(tf.stop_gradient(mask))
-      h = h * active[-1]
-  return tf.cast(h, tf.float32), active
-
-
-def build(dtype, scaled, args):
-  """Builds one run's graph; returns the tensors and ops it needs."""
-  x = v1.placeholder(tf.float32, [None, 64], name="x")
-  y = v1.placeholder(tf.int64, [None], name="y")
-  rng = np.random.RandomState(args.seed)
-  sizes = [64] + [args.width] * args.depth + [10]
-  weights = [(v1.get_variable(f"w{i}", initializer=(
-      args.init_std * rng.randn(n_in, n_out)).astype(np.float32)),
-              v1.get_variable(f"b{i}", initializer=np.zeros(n_out, np.float32)))
-             for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:]))]
-
-  def loss_of(logits):
-    return tf.reduce_mean(
-        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
-
-  logits, masks = mlp(x, weights, dtype)
-  loss = loss_of(logits)
-  global_step = v1.train.get_or_create_global_step()
-  learning_rate = v1.train.cosine_decay(args.learning_rate, global_step,
-                                        args.steps)
-  opt = v1.train.MomentumOptimizer(learning_rate, 0.9)
-  if scaled:
-    opt = mp_optimizer.LossScaleOptimizer(
-        opt, managers.ExponentialUpdateLossScaleManager(
-            init_loss_scale=2**15, incr_every_n_steps=200))
-  grads_and_vars = opt.compute_gradients(loss)
-  train_op = opt.apply_gradients(grads_and_vars, global_step=global_step)
-
-  # Diagnostics: the float32 gradient at the same weights through the same
-  # active units; where it is non-zero and the run's gradient is exactly zero,
-  # the backward pass underflowed.
-  grads = [g for g, _ in grads_and_vars]
-  grads32 = tf.gradients(loss_of(mlp(x, weights, tf.float32, masks)[0]),
-                         [v for _, v in grads_and_vars])
-  underflowed = [tf.logical_and(tf.equal(g, 0.0), tf.not_equal(g32, 0.0))
-                 for g, g32 in zip(grads, grads32)]
-
-  def total(tensors):
-    return tf.add_n([tf.reduce_sum(t) for t in tensors])
-
-  lost = total(tf.cast(u, tf.float32) for u in underflowed)
-  nonzero = total(tf.cast(tf.not_equal(g32, 0.0), tf.float32) for g32 in grads32)
-  lost_mass = total(tf.abs(g32) * tf.cast(u, tf.float32)
-                    for u, g32 in zip(underflowed, grads32))
-  mass = total(tf.abs(g32) for g32 in grads32)
-  scale = opt.get_loss_scale() if scaled else tf.constant(1.0)
-  accuracy = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, 1), y),
-                                    tf.float32))
-  summaries = v1.summary.merge([v1.summary.scalar("loss", loss),
-                                v1.summary.scalar("loss_scale", scale)])
-  return dict(x=x, y=y, train_op=train_op, global_step=global_step,
-              underflow=(lost / tf.maximum(nonzero, 1.0),
-                         lost_mass / tf.maximum(mass, 1e-30)), scale=scale,
-              accuracy=accuracy, summaries=summaries)
-
-
-def train(name, dtype, scaled, data, args):
-  """Trains one run; returns its row of the final table."""
+def train(name: str, dtype: tf.DType, scaled: bool, data: list,
+          args: argparse.Namespace) -> Tuple[dict, dict]:
+  """Trains one run in its own graph; returns its history and table row."""
   x_train, x_test, y_train, y_test = data
+  history = dict(loss=[], scale=[], skipped=[], eval_steps=[], accuracy=[],
+                 underflow=[])
   with tf.Graph().as_default() as graph:
-    t = build(dtype, scaled, args)
-    writer = v1.summary.FileWriter(
-        os.path.join(args.logdir, name.replace(" + ", "_").replace(" ", "_")),
-        graph)
-    batches = np.random.RandomState(args.seed).randint(
-        0, len(x_train), size=(args.steps, args.batch_size))
-    shares = []
+    t = demo_model.build(dtype, scaled, args)
+    writer = v1.summary.FileWriter(os.path.join(args.logdir, folder(name)),
+                                   graph)
+    if args.batch_size:
+      batches = np.random.RandomState(args.seed).randint(
+          0, len(x_train), size=(args.steps, args.batch_size))
+    else:  # Full batch: the mean loss over all 1437 training images.
+      batches = [np.arange(len(x_train))] * args.steps
+    train_feed = {t["x"]: x_train, t["y"]: y_train}
+    test_feed = {t["x"]: x_test, t["y"]: y_test}
     with v1.Session(graph=graph) as sess:
-      sess.run(v1.global_variables_initializer())
+      sess.run([v1.global_variables_initializer(),
+                v1.local_variables_initializer()])
       for step, batch in enumerate(batches, start=1):
-        feed = {t["x"]: x_train[batch], t["y"]: y_train[batch]}
-        _, summary = sess.run([t["train_op"], t["summaries"]], feed)
+        _, loss, scale, applied, summary = sess.run(
+            [t["train_op"], t["loss"], t["scale"], t["applied"],
+             t["step_summaries"]],
+            {t["x"]: x_train[batch], t["y"]: y_train[batch]})
         writer.add_summary(summary, step)
-        if step % args.report_every == 0 or step == args.steps:
-          share, mass_share = sess.run(
-              t["underflow"], {t["x"]: x_train[:512], t["y"]: y_train[:512]})
-          shares.append((share, mass_share))
-          accuracy, scale = sess.run((t["accuracy"], t["scale"]),
-                                     {t["x"]: x_test, t["y"]: y_test})
-          print(f"  [{name:>19}] step {step:5d}  test acc {accuracy:6.2%}  "
-                f"loss scale {scale:8.0f}  underflowed grads {share:6.2%} "
-                f"(mass {mass_share:.1e})", flush=True)
-      skipped = args.steps - sess.run(t["global_step"])
+        history["loss"].append(float(loss))
+        history["scale"].append(float(scale))
+        if not applied:
+          history["skipped"].append(step)
+        if step % args.eval_every == 0 or step == args.steps:
+          accuracy, summary = sess.run([t["accuracy"], t["test_summary"]],
+                                       test_feed)
+          writer.add_summary(summary, step)
+          underflow, summary = sess.run(
+              [t["underflow"], t["underflow_summary"]], train_feed)
+          writer.add_summary(summary, step)
+          history["eval_steps"].append(step)
+          history["accuracy"].append(float(accuracy))
+          history["underflow"].append(float(underflow))
+          print(f"  [{name:>19}] step {step:5d}  loss {loss:.4f}  test acc "
+                f"{accuracy:6.2%}  loss scale {scale:8.0f}  underflowed "
+                f"gradient entries {underflow:6.2%}", flush=True)
+      skipped = int(sess.run(t["skipped"]))
     writer.close()
-  share, mass_share = np.mean(shares, axis=0)
-  return dict(name=name, accuracy=accuracy, skipped=skipped, scale=scale,
-              underflow=share, mass=mass_share)
+  row = dict(name=name, accuracy=history["accuracy"][-1],
+             loss=float(np.mean(history["loss"][-args.eval_every:])),
+             skipped=skipped, scale=history["scale"][-1],
+             underflow=float(np.mean(history["underflow"])))
+  return history, row
 
 
-def main():
+def print_table(rows: List[dict]) -> None:
+  """Prints the end-of-run table (Markdown)."""
+  print("| run                 | test accuracy | final training loss "
+        "| skipped steps | final loss scale | underflowed gradient entries |")
+  print("|---------------------|---------------|---------------------"
+        "|---------------|------------------|------------------------------|")
+  for r in rows:
+    scale = f"{r['scale']:.0f}" if r["name"].endswith("scaling") else "1"
+    print(f"| {r['name']:<19} | {r['accuracy']:>13.2%} | {r['loss']:>19.4f} "
+          f"| {r['skipped']:>13d} | {scale:>16} | {r['underflow']:>28.2%} |")
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+  """The demo's flags; `--steps` shortens it (the test uses a few steps)."""
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--steps", type=int, default=3000)
-  parser.add_argument("--batch_size", type=int, default=256)
-  parser.add_argument("--depth", type=int, default=3, help="hidden layers")
+  parser.add_argument("--steps", type=int, default=1500)
+  parser.add_argument("--batch_size", type=int, default=0,
+                      help="0 (default): every step uses the whole training set")
+  parser.add_argument("--depth", type=int, default=4, help="hidden layers")
   parser.add_argument("--width", type=int, default=128)
   parser.add_argument("--init_std", type=float, default=0.02)
-  parser.add_argument("--learning_rate", type=float, default=0.05)
-  parser.add_argument("--report_every", type=int, default=500)
+  parser.add_argument("--learning_rate", type=float, default=0.1)
+  parser.add_argument("--momentum", type=float, default=0.9)
+  parser.add_argument("--weight_decay", type=float, default=5e-4)
+  parser.add_argument("--eval_every", type=int, default=50)
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--logdir", default=os.path.join("runs", "digits"))
-  args = parser.parse_args()
+  parser.add_argument("--png", default=None,
+                      help="default: LOGDIR/digits_demo.png")
+  args = parser.parse_args(argv)
+  for flag in ("steps", "depth", "width", "eval_every"):
+    if getattr(args, flag) < 1:
+      parser.error(f"--{flag} must be >= 1, got {getattr(args, flag)}")
+  if args.batch_size < 0:
+    parser.error(f"--batch_size must be >= 0, got {args.batch_size}")
+  args.png = args.png or os.path.join(args.logdir, "digits_demo.png")
+  return args
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+  """Runs the three trainings, draws the PNG, prints the table."""
+  args = parse_args(argv)
   tf.config.experimental.enable_op_determinism()
   data = load_data()
+  for name, _, _ in RUNS:  # A fresh folder per run: no stale event files.
+    shutil.rmtree(os.path.join(args.logdir, folder(name)), ignore_errors=True)
   print(f"digits: {len(data[0])} train / {len(data[1])} test images; "
-        f"{args.depth}x{args.width} ReLU MLP, momentum SGD with cosine decay, "
-        f"{args.steps} steps of {args.batch_size}")
-  rows = []
+        f"{args.depth}x{args.width} ReLU MLP (init std {args.init_std}), "
+        f"momentum SGD, weight decay {args.weight_decay}, {args.steps} steps "
+        f"of {args.batch_size or len(data[0])} images")
+  start_all, histories, rows = time.time(), {}, []
   for name, dtype, scaled in RUNS:
     start = time.time()
-    rows.append(train(name, dtype, scaled, data, args))
+    histories[name], row = train(name, dtype, scaled, data, args)
+    rows.append(row)
     print(f"  [{name:>19}] done in {time.time() - start:.0f}s", flush=True)
+  os.makedirs(os.path.dirname(os.path.abspath(args.png)), exist_ok=True)
+  demo_plot.plot_runs(
+      histories, args.png,
+      f"scikit-learn digits, {args.depth}x{args.width} ReLU MLP: "
+      "float16 without loss scaling falls behind; with dynamic loss scaling "
+      "it tracks float32")
   print()
-  print("| run                 | test accuracy | skipped steps | final loss scale "
-        "| underflowed gradient entries | gradient mass lost |")
-  print("|---------------------|---------------|---------------|------------------"
-        "|------------------------------|--------------------|")
-  for r in rows:
-    scale = f"{r['scale']:.0f}" if r["name"].endswith("scaling") else "n/a"
-    print(f"| {r['name']:<19} | {r['accuracy']:>13.2%} | {r['skipped']:>13d} "
-          f"| {scale:>16} | {r['underflow']:>28.2%} | {r['mass']:>18.2e} |")
-  print("\nUnderflow columns: mean over the reports above of the share of the "
-        "float32 gradient's\nnon-zero entries (and of its L1 mass) that came "
-        "out exactly zero in the run.")
-  print(f"\nTensorBoard: tensorboard --logdir {args.logdir}")
+  print_table(rows)
+  print(f"\nUnderflowed gradient entries: mean over the evaluations of the "
+        "share of the float32 gradient's\nnon-zero entries that came out "
+        "exactly zero in the run.")
+  print(f"\nWall time {time.time() - start_all:.0f}s. Picture: {args.png}")
+  print(f"TensorBoard: tensorboard --logdir {args.logdir}")
 
 
 if __name__ == "__main__":
