@@ -43,9 +43,9 @@ class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
       `gradient_accumulation_steps`, as for `LossScaleOptimizer`.
 
   Raises:
-    TypeError: If `opt` is not a v1 optimizer, or `loss_scale` is None or of
-      another type.
-    ValueError: For an unknown string, a number below 1, aliases given with a
+    TypeError: If `opt` is not a v1 optimizer.
+    ValueError: For a `loss_scale` that is None, of another type, an unknown
+      string or a number below 1 (TF's class for these), aliases given with a
       loss scale that is not "dynamic", or an `opt` that is already wrapped
       (by this class or by TensorFlow's).
   """
