@@ -44,10 +44,12 @@ class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
     overflow_report: Keyword-only, as for `LossScaleOptimizer`.
 
   Raises:
-    TypeError: If `opt` is not a v1 optimizer, or `loss_scale` is missing, None
-      or of another type (for `opt`, a class or swapped arguments, the error
-      is also a ValueError, the class TF raised), or an option is not a number.
-    ValueError: For an unknown string, a number below 1, aliases given with a
+    TypeError: If `opt` is not a v1 optimizer, or `loss_scale` is missing, a
+      class or a manager-like object from another `managers` (these errors
+      are also ValueErrors, the class TF raised), or an option is not a
+      number.
+    ValueError: For a `loss_scale` that is None, of another type, an unknown
+      string or a number below 1 (TF's class for these), aliases given with a
       loss scale that is not "dynamic", an option out of range, or an `opt`
       that is already wrapped (by this class or by TensorFlow's).
   """

@@ -173,7 +173,11 @@ class FixedUpdateTest(parameterized.TestCase):
     with tf.Graph().as_default() as graph:
       grad = v1.placeholder(tf.float32, [])
       update_op, should_apply = managers.FixedLossScale(8).update([grad, None])
-      self.assertIsInstance(update_op, tf.Operation)
+      # A checking scale returns its update as a bool tensor, as TF's
+      # DynamicLossScale does, so tf.identity works on it.
+      self.assertIsInstance(update_op, tf.Tensor)
+      self.assertEqual(update_op.dtype, tf.bool)
+      tf.identity(update_op)
       with v1.Session(graph=graph) as sess:
         self.assertEqual(sess.run(should_apply, {grad: value}), apply)
 

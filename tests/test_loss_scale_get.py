@@ -66,12 +66,13 @@ class GetTest(parameterized.TestCase):
         self.assertEqual(sess.run(theirs()), 256.0)
 
   @parameterized.named_parameters(
-      ("none", None, TypeError, "None"),
-      ("bool", True, TypeError, "True"),
+      # ValueError for all of them: the class TF's optimizer raises.
+      ("none", None, ValueError, "None"),
+      ("bool", True, ValueError, "True"),
       ("other_string", "Dynamic", ValueError, "'Dynamic'"),
-      ("tuple", (2, 3), TypeError, "(2, 3)"),
-      ("numpy_array", np.array([4.0]), TypeError, "array([4.])"),
-      ("keras_like_dict", {"class_name": "DynamicLossScale"}, TypeError,
+      ("tuple", (2, 3), ValueError, "(2, 3)"),
+      ("numpy_array", np.array([4.0]), ValueError, "array([4.])"),
+      ("keras_like_dict", {"class_name": "DynamicLossScale"}, ValueError,
        "class_name"),
   )
   def test_rejected_identifiers_list_what_is_accepted(self, identifier, error,

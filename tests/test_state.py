@@ -1,4 +1,5 @@
-"""Manager state: lazy, once per graph, contrib's names, usable across graphs."""
+"""Manager state: made at construction in graph mode, else lazily; once per
+graph, contrib's names, usable across graphs."""
 
 from absl.testing import parameterized
 import tensorflow as tf
@@ -15,12 +16,28 @@ def _state(manager):
 
 class ManagerStateTest(parameterized.TestCase):
 
-  def test_constructor_creates_nothing(self):
+  def test_constructor_in_graph_mode_creates_the_state_only(self):
     with tf.Graph().as_default() as graph:
-      managers.ExponentialUpdateLossScaleManager(8, 2)
       managers.FixedLossScaleManager(8)
+      self.assertEmpty(graph.get_operations())  # Stateless: nothing at all.
+      managers.ExponentialUpdateLossScaleManager(8, 2)
       managers.DynamicLossScale()
+      self.assertCountEqual(
+          [v.op.name for v in tf.compat.v1.global_variables()],
+          ["loss_scale", "good_steps", "bad_steps", "current_loss_scale",
+           "good_steps_1"])
+      # Variables only: no read, update or other op is built yet.
+      self.assertEmpty([op for op in graph.get_operations()
+                        if op.type not in ("VarHandleOp", "Const",
+                                           "AssignVariableOp",
+                                           "VarIsInitializedOp",
+                                           "ReadVariableOp")])
+
+  def test_constructor_without_a_graph_creates_nothing(self):
+    manager = managers.ExponentialUpdateLossScaleManager(8, 2)  # Eager.
+    with tf.Graph().as_default() as graph:
       self.assertEmpty(graph.get_operations())
+      self.assertEmpty(manager.variables())
 
   def test_contrib_names_dtypes_and_collections(self):
     with tf.Graph().as_default():
@@ -28,10 +45,12 @@ class ManagerStateTest(parameterized.TestCase):
         manager = managers.ExponentialUpdateLossScaleManager(8, 2)
         manager.get_loss_scale()
       state = _state(manager)
+      # Made by the constructor, under the scope it was built in, as contrib.
       self.assertEqual(
           {name: v.dtype.base_dtype for name, v in state.items()},
-          {"loss_scale": tf.float32, "good_steps": tf.int32,
-           "bad_steps": tf.int32})
+          {"model/tower/loss_scale": tf.float32,
+           "model/tower/good_steps": tf.int32,
+           "model/tower/bad_steps": tf.int32})
       global_names = {v.op.name for v in tf.compat.v1.global_variables()}
       self.assertContainsSubset(set(state), global_names)
       self.assertEmpty(tf.compat.v1.trainable_variables())

@@ -75,7 +75,7 @@ class ValidationTest(parameterized.TestCase):
   @parameterized.named_parameters(
       ("initial_below_one", dict(initial_loss_scale=0.5), ValueError),
       ("period_zero", dict(increment_period=0), ValueError),
-      ("period_float", dict(increment_period=2.5), TypeError),
+      ("period_fractional", dict(increment_period=2.5), ValueError),
       ("multiplier_one", dict(multiplier=1.0), ValueError),
       ("multiplier_below_one", dict(multiplier=0.5), ValueError),
   )
@@ -88,18 +88,20 @@ class ValidationTest(parameterized.TestCase):
   def test_bool_loss_scale_tf_accepts_and_we_refuse(self):
     with tf.Graph().as_default():
       TF_OPT(SGD(0.1), True)  # A fixed scale of 1.0 to TF.
-      with self.assertRaisesRegex(TypeError, "`loss_scale`.*True"):
+      with self.assertRaisesRegex(ValueError, "`loss_scale`.*True"):
         OURS(SGD(0.1), True)
 
   @parameterized.named_parameters(
-      ("opt_not_an_optimizer", lambda wrap: wrap("sgd", "dynamic")),
-      ("loss_scale_none", lambda wrap: wrap(SGD(0.1), None)),
+      ("opt_not_an_optimizer", lambda wrap: wrap("sgd", "dynamic"),
+       TypeError),
+      # TF's class: `loss_scale=None` is refused with ValueError by both.
+      ("loss_scale_none", lambda wrap: wrap(SGD(0.1), None), ValueError),
   )
-  def test_tf_raises_value_error_where_we_raise_type_error(self, build):
+  def test_tf_raises_value_error_where_we_raise(self, build, ours):
     with tf.Graph().as_default():
       with self.assertRaises(ValueError):
         build(TF_OPT)
-      with self.assertRaises(TypeError):
+      with self.assertRaises(ours):
         build(OURS)
 
   def test_custom_tf_loss_scale_subclass(self):
@@ -117,21 +119,25 @@ class ValidationTest(parameterized.TestCase):
 
     with tf.Graph().as_default():
       TF_OPT(SGD(0.1), Constant())
-      with self.assertRaisesRegex(TypeError, "`loss_scale`.*Constant"):
+      with self.assertRaisesRegex(ValueError, "`loss_scale`.*Constant"):
         OURS(SGD(0.1), Constant())
 
 
 class GraphStructureTest(parameterized.TestCase):
 
-  def test_scale_state_ignores_the_name_scope(self):
+  def test_scale_state_takes_the_name_scope_only_when_built_in_graph(self):
+    built_without_a_graph = managers.DynamicLossScale()
     with tf.Graph().as_default():
       with tf.name_scope("tower"):
         tf_mp.DynamicLossScale()
       with tf.name_scope("tower"):
-        managers.DynamicLossScale()()
+        managers.DynamicLossScale()  # In graph mode: named as TF names it.
+      with tf.name_scope("tower"):
+        built_without_a_graph()  # Made lazily, at the root.
       self.assertEqual(sorted(v.op.name for v in v1.global_variables()),
                        ["current_loss_scale", "good_steps",
-                        "tower/current_loss_scale", "tower/good_steps"])
+                        "tower/current_loss_scale", "tower/good_steps",
+                        "tower_1/current_loss_scale", "tower_1/good_steps"])
 
   @parameterized.named_parameters(("tf", TF_OPT, "GradientDescent-wrapped"),
                                   ("ours", OURS, "GradientDescent"))

@@ -25,6 +25,17 @@ def _dyn(**kwargs):
   return lambda: managers.DynamicLossScale(**kwargs)
 
 
+def _exp_built_elsewhere():
+  """A valid manager whose state lives in a graph of its own.
+
+  A manager built in graph mode makes its state at once, so the optimizer
+  rows build theirs in another graph: the graph under test must then hold
+  nothing the failing optimizer constructor made.
+  """
+  with tf.Graph().as_default():
+    return Exp(8, 2)
+
+
 BAD_ARGUMENTS = (
     # FixedLossScaleManager
     ("fixed_below_one", lambda: managers.FixedLossScaleManager(0.5),
@@ -53,8 +64,10 @@ BAD_ARGUMENTS = (
      "init_loss_scale", "inf"),
     ("incr_every_zero", _exp(incr_every_n_steps=0), ValueError,
      "incr_every_n_steps", "0"),
-    ("incr_every_float", _exp(incr_every_n_steps=2.0), TypeError,
-     "incr_every_n_steps", "2.0"),
+    ("incr_every_fractional", _exp(incr_every_n_steps=2.5), ValueError,
+     "incr_every_n_steps", "2.5"),
+    ("incr_every_string", _exp(incr_every_n_steps="2"), TypeError,
+     "incr_every_n_steps", "'2'"),
     ("incr_every_bool", _exp(incr_every_n_steps=True), TypeError,
      "incr_every_n_steps", "True"),
     ("decr_every_negative", _exp(decr_every_n_nan_or_inf=-1), ValueError,
@@ -87,7 +100,7 @@ BAD_ARGUMENTS = (
      "hysteresis", "None"),
     ("fail_after_zero", _exp(fail_at_floor_after=0), ValueError,
      "fail_at_floor_after", "0"),
-    ("fail_after_float", _exp(fail_at_floor_after=2.5), TypeError,
+    ("fail_after_fractional", _exp(fail_at_floor_after=2.5), ValueError,
      "fail_at_floor_after", "2.5"),
     ("fail_after_bool", _exp(fail_at_floor_after=True), TypeError,
      "fail_at_floor_after", "True"),
@@ -99,17 +112,21 @@ BAD_ARGUMENTS = (
     ("tf2_fixed_below_one", lambda: managers.FixedLossScale(0),
      ValueError, "loss_scale_value", "0"),
     ("tf2_fixed_string", lambda: managers.FixedLossScale("dynamic"),
-     TypeError, "loss_scale_value", "'dynamic'"),
+     ValueError, "loss_scale_value", "'dynamic'"),
+    ("tf2_fixed_none", lambda: managers.FixedLossScale(None),
+     ValueError, "loss_scale_value", "None"),
     # DynamicLossScale (TF2 face)
     ("tf2_initial_below_one", _dyn(initial_loss_scale=0.25), ValueError,
      "initial_loss_scale", "0.25"),
     ("tf2_period_zero", _dyn(increment_period=0), ValueError,
      "increment_period", "0"),
-    ("tf2_period_float", _dyn(increment_period=1.5), TypeError,
+    ("tf2_period_fractional", _dyn(increment_period=1.5), ValueError,
      "increment_period", "1.5"),
+    ("tf2_period_none", _dyn(increment_period=None), TypeError,
+     "increment_period", "None"),
     ("tf2_multiplier_one", _dyn(multiplier=1.0), ValueError, "multiplier",
      "1"),
-    ("tf2_multiplier_string", _dyn(multiplier="2"), TypeError, "multiplier",
+    ("tf2_multiplier_string", _dyn(multiplier="2"), ValueError, "multiplier",
      "'2'"),
     ("tf2_alias_conflict", _dyn(initial_loss_scale=4, initial_scale=8),
      ValueError, "initial_scale", "8"),
@@ -133,22 +150,24 @@ BAD_ARGUMENTS = (
     ("hook_every_string", lambda: mp_optimizer.LossScaleHook(every_n_steps="5"),
      TypeError, "every_n_steps", "'5'"),
     # managers.get
-    ("get_none", lambda: managers.get(None), TypeError, "loss_scale", "None"),
+    ("get_none", lambda: managers.get(None), ValueError, "loss_scale", "None"),
     ("get_other_string", lambda: managers.get("dynamik"), ValueError,
      "loss_scale", "'dynamik'"),
-    ("get_list", lambda: managers.get([8]), TypeError, "loss_scale", "[8]"),
+    ("get_list", lambda: managers.get([8]), ValueError, "loss_scale", "[8]"),
     ("get_below_one", lambda: managers.get(0.5), ValueError, "loss_scale",
      "0.5"),
     # LossScaleOptimizer
     ("opt_not_optimizer",
-     lambda: mp_optimizer.LossScaleOptimizer("sgd", Exp(8, 2)), TypeError,
+     lambda: mp_optimizer.LossScaleOptimizer("sgd", _exp_built_elsewhere()),
+     TypeError,
      "opt", "'sgd'"),
     ("opt_manager_wrong_type",
      lambda: mp_optimizer.LossScaleOptimizer(SGD(0.1), 128), TypeError,
      "loss_scale_manager", "128"),
     ("opt_wrapped_twice",
      lambda: mp_optimizer.LossScaleOptimizer(
-         mp_optimizer.LossScaleOptimizer(SGD(0.1), Exp(8, 2)), Exp(8, 2)),
+         mp_optimizer.LossScaleOptimizer(SGD(0.1), _exp_built_elsewhere()),
+         _exp_built_elsewhere()),
      ValueError, "opt", "inner_optimizer"),
 )
 

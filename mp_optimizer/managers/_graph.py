@@ -1,14 +1,19 @@
 """Graph-mode guard and per-graph variable storage for loss-scale state.
 
-A manager holds Python numbers only. Its variables are made the first time a
-graph asks for them, once per graph, so a manager built before the graph exists
-(outside an Estimator `model_fn`, at module level) works, and two graphs never
-share a variable.
+A manager built while a graph is the default makes its state right there,
+under the current name scope, as contrib and TF did, so a program that runs
+`global_variables_initializer()` before it builds the train op finds it
+initialized. A manager built with no graph (eagerly, before the graph exists,
+outside an Estimator `model_fn`) makes its state the first time a graph asks
+for it, at that graph's root name scope. Either way there is one set of
+variables per graph, and two graphs never share a variable.
 """
 
+import contextlib
+import contextvars
 import dataclasses
 import weakref
-from typing import Dict, Sequence
+from typing import Dict, Iterator, Sequence
 
 import tensorflow as tf
 
@@ -40,6 +45,24 @@ def require_graph(api: str) -> tf.Graph:
     return tf.compat.v1.get_default_graph()
 
 
+_DEFERRED = contextvars.ContextVar("mp_optimizer_state_deferred",
+                                   default=False)
+
+
+@contextlib.contextmanager
+def deferred_state() -> Iterator[None]:
+  """Managers built inside make no state in their constructor.
+
+  For a manager that will adopt existing variables (`PerGraphVariables.adopt`)
+  right after it is built.
+  """
+  token = _DEFERRED.set(True)
+  try:
+    yield
+  finally:
+    _DEFERRED.reset(token)
+
+
 def read_or_zero(variable: tf.Variable) -> tf.Tensor:
   """Reads a LOCAL counter, or 0 if nothing ever initialized it.
 
@@ -59,8 +82,9 @@ class VariableSpec:
   """One scalar state variable.
 
   Attributes:
-    name: Variable name, made at the graph's root name scope, and the key it is
-      tracked under for `tf.train.Checkpoint`.
+    name: Variable name (under the name scope current when a graph-mode
+      constructor made it, else at the graph's root name scope), and the key
+      it is tracked under for `tf.train.Checkpoint`.
     dtype: The variable's dtype.
     initial_value: Python number it starts from.
     checkpointed: True puts it in GLOBAL_VARIABLES (saved by a default Saver);
@@ -105,10 +129,27 @@ class PerGraphVariables:
       if isinstance(graph, tf.Graph):
         self._adopted.setdefault(graph, {})[name] = variable
 
+  def create_if_graph(self) -> None:
+    """Makes the state now if a graph is the default, under its name scope.
+
+    For constructors: a manager built in graph mode has its variables from
+    then on, named as contrib and TF named them (`scope/loss_scale` inside
+    `variable_scope("scope")`). With no graph (eager), or inside
+    `deferred_state()`, nothing is made until `get` is called.
+    """
+    if _DEFERRED.get():
+      return
+    with tf.init_scope():
+      if tf.executing_eagerly():
+        return
+      graph = tf.compat.v1.get_default_graph()
+    self._create_in_context(graph, root_scope=False)
+
   def get(self, api: str) -> Dict[str, tf.Variable]:
     """Returns this graph's variables by name, creating them on first use.
 
-    Under a `tf.distribute` strategy in replica context, creation moves to
+    Made on first use, they are made at the graph's root name scope. Under a
+    `tf.distribute` strategy in replica context, creation moves to
     cross-replica context with `merge_call`, so each variable is one mirrored
     variable that every replica shares.
     """
@@ -116,12 +157,15 @@ class PerGraphVariables:
     found = self._by_graph.get(graph)
     if found is not None:
       return found
+    self._create_in_context(graph, root_scope=True)
+    return self._by_graph[graph]
+
+  def _create_in_context(self, graph: tf.Graph, root_scope: bool) -> None:
     if tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context():
       tf.distribute.get_replica_context().merge_call(
-          lambda _: self._create(graph))
+          lambda _: self._create(graph, root_scope))
     else:
-      self._create(graph)
-    return self._by_graph[graph]
+      self._create(graph, root_scope)
 
   def existing(self) -> Dict[str, tf.Variable]:
     """Returns this graph's variables if they exist yet, else an empty dict."""
@@ -130,11 +174,13 @@ class PerGraphVariables:
         return {}
       return dict(self._by_graph.get(tf.compat.v1.get_default_graph(), {}))
 
-  def _create(self, graph: tf.Graph) -> None:
+  def _create(self, graph: tf.Graph, root_scope: bool) -> None:
     if graph in self._by_graph:  # A merge_call from another replica got here.
       return
     made = dict(self._adopted.get(graph, {}))
-    with tf.init_scope(), graph.name_scope(None):
+    # `init_scope` keeps the current name scope; `name_scope(None)` leaves it.
+    with tf.init_scope(), (graph.name_scope(None) if root_scope
+                           else contextlib.nullcontext()):
       for spec in self._specs:
         if spec.name in made:
           continue

@@ -74,6 +74,27 @@ def check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
   return int(value)
 
 
+def check_step_count(name: str, value: Any) -> int:
+  """Like `check_positive_int`, but a whole float (`2000.0`) is accepted.
+
+  For the managers' step counts, which contrib and TensorFlow took as floats
+  too (a count read from a config file, or written `2e3`). A float with a
+  fractional part is refused, not rounded.
+
+  Raises:
+    TypeError: If `value` is not a Python/NumPy int or float (bools included).
+    ValueError: If it has a fractional part, is not finite, or is below 1.
+  """
+  if (not isinstance(value, bool) and isinstance(value, numbers.Real) and
+      not isinstance(value, numbers.Integral)):
+    if not float(value).is_integer():  # NaN and the infinities included.
+      raise ValueError(
+          f"`{name}` must be a whole number (an int, or a float such as "
+          f"2.0), got {value!r}.")
+    value = int(value)
+  return check_positive_int(name, value)
+
+
 def check_bool(name: str, value: Any) -> bool:
   """Checks that `value` is a Python bool."""
   if not isinstance(value, bool):
@@ -98,6 +119,6 @@ def check_choice(name: str, value: Any, choices: tuple) -> Any:
   return value
 
 
-def check_optional_positive_int(name: str, value: Any) -> Optional[int]:
-  """Like `check_positive_int`, but `None` is allowed and passed through."""
-  return None if value is None else check_positive_int(name, value)
+def check_optional_step_count(name: str, value: Any) -> Optional[int]:
+  """Like `check_step_count`, but `None` is allowed and passed through."""
+  return None if value is None else check_step_count(name, value)

@@ -26,7 +26,7 @@ def check_finite_flag(finite_grads: tf.Tensor) -> tf.Tensor:
   return finite_grads
 
 
-class LossScaleManager(_tracking.Trackable, metaclass=abc.ABCMeta):
+class LossScaleManager(_tracking.GraphScopedTrackable, metaclass=abc.ABCMeta):
   """Decides the loss scale S and how it changes from step to step.
 
   Loss scaling multiplies the loss by S before backprop, so small float16
@@ -36,8 +36,10 @@ class LossScaleManager(_tracking.Trackable, metaclass=abc.ABCMeta):
   `mp_optimizer.LossScaleOptimizer` drives both calls; a subclass only decides
   the policy.
 
-  Managers hold Python numbers until a graph asks for the scale; any state
-  variables are made then, once per graph.
+  A stateful manager built while a graph is the default makes its variables
+  in its constructor, under the current name scope (as contrib and TF did);
+  one built with no graph makes them the first time a graph asks for the
+  scale. Either way each graph gets its own, once.
 
   Example:
 

@@ -4,7 +4,8 @@ Every dynamic scale in this project (contrib's, and TF2's `DynamicLossScale`
 in `managers.loss_scale`) is this class with different names and settings.
 """
 
-from typing import List, Optional
+import inspect
+from typing import Any, Dict, List, Optional
 
 import tensorflow as tf
 
@@ -48,8 +49,11 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
 
   State: float32 `loss_scale`, int32 `good_steps`, int32 `bad_steps`: the
   names and dtypes contrib wrote to checkpoints. They are non-trainable
-  resource variables in GLOBAL_VARIABLES, made at the graph's root name scope
-  the first time a graph asks for the scale.
+  resource variables in GLOBAL_VARIABLES. Built while a graph is the default,
+  the manager makes them in its constructor under the current name scope, as
+  contrib did (`optimizers/loss_scale` inside `variable_scope("optimizers")`);
+  built with no graph, it makes them at the root name scope of each graph
+  that asks for the scale, the first time it asks.
 
   Example:
 
@@ -63,8 +67,10 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
   Args:
     init_loss_scale: Starting scale, finite, >= `min_loss_scale` and <=
       `max_loss_scale`.
-    incr_every_n_steps: Positive int: finite steps in a row before growing.
-    decr_every_n_nan_or_inf: Positive int: overflows before shrinking.
+    incr_every_n_steps: Positive whole number (an int, or a float such as
+      2000.0): finite steps in a row before growing.
+    decr_every_n_nan_or_inf: Positive whole number: overflows before
+      shrinking.
     incr_ratio: Growth factor, > 1.
     decr_ratio: Shrink factor, 0 < decr_ratio < 1.
     min_loss_scale: Keyword-only floor, > 0 (default 1, contrib's floor).
@@ -72,16 +78,18 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
     max_loss_scale: Keyword-only ceiling, None (only float32's range) or a
       finite number >= `init_loss_scale`.
     hysteresis: Keyword-only, one of "contrib", "consecutive", "sticky".
-    fail_at_floor_after: Keyword-only, None (default) or a positive int N:
+    fail_at_floor_after: Keyword-only, None (default) or a positive whole
+      number N:
       after N non-finite steps in a row at `min_loss_scale`, the step fails
       with `tf.errors.InvalidArgumentError` saying what to look for, instead
       of skipping steps forever. Counted in a LOCAL variable
       `nonfinite_steps_at_min_scale` (not checkpointed).
 
   Raises:
-    TypeError: If a number is not a Python int/float (bools rejected), or a
-      step count is not an int.
-    ValueError: If a value is outside the range given above.
+    TypeError: If a number is not a Python/NumPy int or float (bools
+      rejected), or `hysteresis` is not a str.
+    ValueError: If a value is outside the range given above, or a step count
+      has a fractional part.
   """
 
   _SCALE_NAME = "loss_scale"
@@ -118,15 +126,15 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
     if self._max is not None and self._init > self._max:
       raise ValueError(f"`{arg['init_loss_scale']}` must be <= max_loss_scale "
                        f"({self._max:g}), got {self._init:g}.")
-    self._incr_every = check.check_positive_int(arg["incr_every_n_steps"],
-                                                incr_every_n_steps)
-    self._decr_every = check.check_positive_int("decr_every_n_nan_or_inf",
-                                                decr_every_n_nan_or_inf)
+    self._incr_every = check.check_step_count(arg["incr_every_n_steps"],
+                                              incr_every_n_steps)
+    self._decr_every = check.check_step_count("decr_every_n_nan_or_inf",
+                                              decr_every_n_nan_or_inf)
     self._incr_ratio = check.check_greater(arg["incr_ratio"], incr_ratio, 1.0)
     self._decr_ratio = check.check_open_unit("decr_ratio", decr_ratio)
     self._hysteresis = check.check_choice("hysteresis", hysteresis,
                                           HYSTERESIS_MODES)
-    self._fail_after = check.check_optional_positive_int(
+    self._fail_after = check.check_optional_step_count(
         "fail_at_floor_after", fail_at_floor_after)
     specs = [_graph.VariableSpec(self._SCALE_NAME, tf.float32, self._init),
              _graph.VariableSpec(self._GOOD_STEPS_NAME, self._COUNTER_DTYPE, 0)]
@@ -137,6 +145,7 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
       specs.append(_graph.VariableSpec(_FLOOR_STREAK, tf.int32, 0,
                                        checkpointed=False))
     self._state = _graph.PerGraphVariables(self, specs)
+    self._state.create_if_graph()
 
   init_loss_scale = property(lambda self: self._init)
   incr_every_n_steps = property(lambda self: self._incr_every)
@@ -245,7 +254,25 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
     return new_scale, new_good, new_bad
 
   def __repr__(self) -> str:
-    return (f"{type(self).__name__}(init_loss_scale={self._init:g}, "
-            f"incr_every_n_steps={self._incr_every}, "
-            f"decr_every_n_nan_or_inf={self._decr_every}, "
-            f"incr_ratio={self._incr_ratio:g}, decr_ratio={self._decr_ratio:g})")
+    return (f"{type(self).__name__}(init_loss_scale={self._init!r}, "
+            f"incr_every_n_steps={self._incr_every!r}, "
+            f"decr_every_n_nan_or_inf={self._decr_every!r}, "
+            f"incr_ratio={self._incr_ratio!r}, "
+            f"decr_ratio={self._decr_ratio!r}{self._extras_repr()})")
+
+  def _extras(self) -> Dict[str, Any]:
+    """The keyword-only settings that differ from the constructor's defaults.
+
+    The defaults are read from the signature of the class's own `__init__`,
+    so they are stated in one place.
+    """
+    given = {"min_loss_scale": self._min, "max_loss_scale": self._max,
+             "hysteresis": self._hysteresis,
+             "fail_at_floor_after": self._fail_after}
+    params = inspect.signature(type(self).__init__).parameters
+    return {name: value for name, value in given.items()
+            if name in params and value != params[name].default}
+
+  def _extras_repr(self) -> str:
+    return "".join(f", {name}={value!r}"
+                   for name, value in self._extras().items())

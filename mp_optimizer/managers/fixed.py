@@ -16,8 +16,8 @@ class FixedLossScaleManager(base.LossScaleManager):
   `skip_nonfinite_steps=False` to apply every step, as TF's built-in does; the
   optimizer then builds no finite check and no gate.
 
-  The constructor creates no tensor; the scale becomes a constant in whichever
-  graph asks for it.
+  It has no state: the constructor creates no tensor, and the scale becomes a
+  constant in whichever graph asks for it.
 
   Example:
 
@@ -62,4 +62,5 @@ class FixedLossScaleManager(base.LossScaleManager):
     return tf.no_op(name="fixed_loss_scale_update")
 
   def __repr__(self) -> str:
-    return f"{type(self).__name__}({self._loss_scale:g})"
+    skip = "" if self._skip else ", skip_nonfinite_steps=False"
+    return f"{type(self).__name__}({self._loss_scale!r}{skip})"

@@ -6,10 +6,13 @@ implementation of each policy, reachable through either API.
 """
 
 import abc
+import inspect
+import numbers
 from typing import Any, Dict, Optional, Tuple, Union
 
 import tensorflow as tf
 
+from mp_optimizer.managers import _graph
 from mp_optimizer.managers import _validation
 from mp_optimizer.managers import base
 from mp_optimizer.managers import exponential
@@ -30,8 +33,17 @@ class LossScale(base.LossScaleManager):
     """Returns the current loss scale as a float32 scalar tensor."""
     return self.get_loss_scale()
 
-  def update(self, grads) -> Tuple[tf.Operation, Union[bool, tf.Tensor]]:
+  def update(self, grads) -> Tuple[Union[tf.Tensor, tf.Operation],
+                                    Union[bool, tf.Tensor]]:
     """Checks `grads` and returns `(update_op, should_apply_gradients)`.
+
+    The types are TF's: for a scale that checks the gradients, `update_op`
+    is a scalar bool tensor that runs the update when evaluated (TF's is the
+    output of a `tf.cond`), so `tf.identity(update_op)`,
+    `tf.group(update_op)` and `sess.run(update_op)` all work; its value is
+    the finite flag (TF's value carries no meaning). A fixed scale with
+    `skip_nonfinite_steps=False` returns `(tf.no_op(), True)`, exactly as
+    TF's `FixedLossScale` does.
 
     Args:
       grads: A nested structure of unscaled gradients; None entries are
@@ -39,14 +51,16 @@ class LossScale(base.LossScaleManager):
         every replica then gets the same answer.
 
     Returns:
-      The op that updates the scale, and a scalar bool tensor that is False
-      when the step must be skipped (Python True for a scale that applies
-      every step).
+      The update (see above), and a scalar bool tensor that is False when
+      the step must be skipped (Python True for a scale that applies every
+      step).
     """
     if not self.skips_nonfinite_steps:
       return tf.no_op(), True
     all_finite = finite.all_finite_in_sync(tf.nest.flatten(grads))
-    return self.update_loss_scale(all_finite), all_finite
+    with tf.control_dependencies([self.update_loss_scale(all_finite)]):
+      update = tf.identity(all_finite, name="update_loss_scale")
+    return update, all_finite
 
   @abc.abstractmethod
   def get_config(self) -> Dict[str, Any]:
@@ -73,17 +87,21 @@ class FixedLossScale(LossScale, fixed.FixedLossScaleManager):
   ```
 
   Args:
-    loss_scale_value: Python int or float, finite and >= 1.
+    loss_scale_value: Python or NumPy int or float, finite and >= 1.
     skip_nonfinite_steps: Keyword-only bool, default True.
 
   Raises:
-    TypeError, ValueError: As `FixedLossScaleManager`, naming
-      `loss_scale_value`.
+    ValueError: If `loss_scale_value` is not a number (TF's class for this),
+      is a bool, is not finite or is below 1.
+    TypeError: If `skip_nonfinite_steps` is not a bool.
   """
 
   def __init__(self, loss_scale_value: float, *,
                skip_nonfinite_steps: bool = True):
-    _validation.check_at_least("loss_scale_value", loss_scale_value, 1.0)
+    try:
+      _validation.check_at_least("loss_scale_value", loss_scale_value, 1.0)
+    except TypeError as error:  # TF raises ValueError for a non-number.
+      raise ValueError(str(error)) from None
     super().__init__(loss_scale_value, skip_nonfinite_steps=skip_nonfinite_steps)
 
   def get_config(self) -> Dict[str, Any]:
@@ -98,7 +116,8 @@ class FixedLossScale(LossScale, fixed.FixedLossScaleManager):
     return config
 
   def __repr__(self) -> str:
-    return f"FixedLossScale({self._loss_scale:g})"
+    skip = "" if self._skip else ", skip_nonfinite_steps=False"
+    return f"FixedLossScale({self._loss_scale!r}{skip})"
 
 
 class _Default(int):
@@ -110,6 +129,12 @@ class _Default(int):
   """
 
 
+# The contrib face's keyword defaults, stated once in its signature.
+_EXPONENTIAL_DEFAULTS = {
+    name: param.default for name, param in inspect.signature(
+        exponential.ExponentialUpdateLossScaleManager.__init__).parameters.items()}
+
+
 class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager):
   """TF's `DynamicLossScale`: the exponential manager with TF's settings.
 
@@ -118,7 +143,9 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
   decr_ratio=1/multiplier)`, with the shrink computed as `scale / multiplier`
   and the state stored as TF stores it: float32 `current_loss_scale` and int64
   `good_steps` (there is no `bad_steps`: with one overflow per shrink it is
-  always 0). Numbers match TF's built-in bit for bit.
+  always 0), made when and where `ExponentialUpdateLossScaleManager` makes
+  its state (in the constructor, under the current name scope, when a graph
+  is the default, as TF does). Numbers match TF's built-in bit for bit.
 
   Example:
 
@@ -129,19 +156,24 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
 
   Args:
     initial_loss_scale: Starting scale (Keras alias `initial_scale`).
-    increment_period: Finite steps in a row before the scale grows (Keras
-      alias `dynamic_growth_steps`).
+    increment_period: Finite steps in a row before the scale grows, a whole
+      number (`2000.0` is taken as 2000, as TF does) (Keras alias
+      `dynamic_growth_steps`).
     multiplier: Growth factor, and divisor on overflow; > 1.
     min_loss_scale: Keyword-only floor (default 1).
-    max_loss_scale: Keyword-only ceiling (default None).
+    max_loss_scale: Keyword-only ceiling (default: that of
+      `ExponentialUpdateLossScaleManager`).
     fail_at_floor_after: Keyword-only; as for
       `ExponentialUpdateLossScaleManager`.
     initial_scale: Keyword-only alias of `initial_loss_scale`.
     dynamic_growth_steps: Keyword-only alias of `increment_period`.
 
   Raises:
-    TypeError: For a wrong type; ValueError: for a value out of range, or an
-      argument given under both of its names.
+    TypeError: For a wrong type (TF's class for None or a list), except:
+    ValueError: for a string (TF's class for a string it cannot parse; numeric
+      strings, which TF parsed, are refused too), a value out of range, a
+      fractional `increment_period`, or an argument given under both of its
+      names.
   """
 
   _SCALE_NAME = "current_loss_scale"
@@ -158,8 +190,9 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
                increment_period: int = _Default(2000),
                multiplier: float = 2.0,
                *,
-               min_loss_scale: float = 1,
-               max_loss_scale: Optional[float] = None,
+               min_loss_scale: float = _EXPONENTIAL_DEFAULTS["min_loss_scale"],
+               max_loss_scale: Optional[float] = _EXPONENTIAL_DEFAULTS[
+                   "max_loss_scale"],
                fail_at_floor_after: Optional[int] = None,
                initial_scale: Optional[float] = None,
                dynamic_growth_steps: Optional[int] = None):
@@ -167,6 +200,12 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
                                 "initial_scale", initial_scale)
     increment_period = _alias("increment_period", increment_period,
                               "dynamic_growth_steps", dynamic_growth_steps)
+    for name, value in (("initial_loss_scale", initial_loss_scale),
+                        ("increment_period", increment_period),
+                        ("multiplier", multiplier)):
+      if isinstance(value, str):  # TF's float()/int() raise ValueError.
+        raise ValueError(f"`{name}` must be a number, not a string; got "
+                         f"{value!r}.")
     multiplier = _validation.check_greater("multiplier", multiplier, 1.0)
     super().__init__(initial_loss_scale, increment_period,
                      decr_every_n_nan_or_inf=1, incr_ratio=multiplier,
@@ -184,21 +223,14 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
     A config with default extras is exactly what TF's `DynamicLossScale`
     writes and reads, so configs travel both ways between the two classes.
     """
-    config = {"initial_loss_scale": self._init,
-              "increment_period": self._incr_every,
-              "multiplier": self._incr_ratio}
-    if self._min != 1:
-      config["min_loss_scale"] = self._min
-    if self._max is not None:
-      config["max_loss_scale"] = self._max
-    if self._fail_after is not None:
-      config["fail_at_floor_after"] = self._fail_after
-    return config
+    return {"initial_loss_scale": self._init,
+            "increment_period": self._incr_every,
+            "multiplier": self._incr_ratio, **self._extras()}
 
   def __repr__(self) -> str:
-    return (f"DynamicLossScale(initial_loss_scale={self._init:g}, "
-            f"increment_period={self._incr_every}, "
-            f"multiplier={self._incr_ratio:g})")
+    return (f"DynamicLossScale(initial_loss_scale={self._init!r}, "
+            f"increment_period={self._incr_every!r}, "
+            f"multiplier={self._incr_ratio!r}{self._extras_repr()})")
 
 
 def _alias(name: str, value: Any, alias: str, alias_value: Any) -> Any:
@@ -220,18 +252,19 @@ def get(identifier: Any) -> base.LossScaleManager:
   """Turns anything TF's `MixedPrecisionLossScaleOptimizer` accepts into ours.
 
   Args:
-    identifier: "dynamic" (a default `DynamicLossScale`), a number (a
-      `FixedLossScale`), any `LossScaleManager` (returned as is), or one of
-      TensorFlow's own `FixedLossScale`/`DynamicLossScale` objects (rebuilt
-      from their `get_config()`; the variables a TF `DynamicLossScale` already
-      made in a graph become ours there, so checkpoint names do not change).
+    identifier: "dynamic" (a default `DynamicLossScale`), a Python int or
+      float (a `FixedLossScale`), any `LossScaleManager` (returned as is), or
+      one of TensorFlow's own `FixedLossScale`/`DynamicLossScale` objects
+      (rebuilt from their `get_config()`; the variables a TF `DynamicLossScale`
+      already made in a graph become ours there, so checkpoint names do not
+      change).
 
   Returns:
     A `LossScaleManager`.
 
   Raises:
-    TypeError: For None or any other type; ValueError: for another string or
-      a number out of range.
+    ValueError: For None, a bool, another string or type, or a number out of
+      range: the class TF's optimizer raises for what it cannot use.
   """
   if isinstance(identifier, base.LossScaleManager):
     return identifier
@@ -247,11 +280,15 @@ def get(identifier: Any) -> base.LossScaleManager:
   if isinstance(identifier, tf_mp.FixedLossScale):
     return FixedLossScale(**identifier.get_config())
   if isinstance(identifier, tf_mp.DynamicLossScale):
-    converted = DynamicLossScale(**identifier.get_config())
     # TF's object made its variables when it was built; keep them (and their
     # checkpoint names) rather than making `current_loss_scale_1` beside them.
+    with _graph.deferred_state():
+      converted = DynamicLossScale(**identifier.get_config())
     converted._adopt_state(  # pylint: disable=protected-access
         tf.train.TrackableView(identifier).children(identifier))
     return converted
-  raise TypeError(f"`loss_scale` must be {_ACCEPTED}; got {identifier!r} "
-                  f"(type {type(identifier).__name__}).")
+  hint = (" A bool is not a loss scale." if isinstance(identifier, bool) else
+          " NumPy numbers: pass float(x)." if isinstance(identifier, numbers.Real)
+          else "")
+  raise ValueError(f"`loss_scale` must be {_ACCEPTED}; got {identifier!r} "
+                   f"(type {type(identifier).__name__}).{hint}")
