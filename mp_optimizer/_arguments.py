@@ -159,3 +159,23 @@ def check_loss_scale(api: str, loss_scale: Any) -> None:
     message = _shadowing.foreign_manager_message("loss_scale", loss_scale)
     if message:
       raise ArgumentTypeError(message)
+
+
+def optimizer_repr(optimizer: Any, options: dict) -> str:
+  """The constructor call that builds `optimizer`: every non-default option.
+
+  Args:
+    optimizer: A `LossScaleOptimizer` (or subclass).
+    options: The keyword options as the constructor stored them; None and
+      False are the defaults and are left out.
+
+  Returns:
+    E.g. `LossScaleOptimizer(<AdamOptimizer 'Adam'>,
+    ExponentialUpdateLossScaleManager(...), clipnorm=1.0)`.
+  """
+  inner = optimizer.inner_optimizer
+  parts = [f"<{type(inner).__name__} {inner.get_name()!r}>",
+           repr(optimizer.loss_scale_manager)]
+  parts += [f"{name}={value!r}" for name, value in options.items()
+            if value is not None and value is not False]
+  return f"{type(optimizer).__name__}({', '.join(parts)})"

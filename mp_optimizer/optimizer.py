@@ -95,7 +95,8 @@ class LossScaleOptimizer(Optimizer):
     report = overflow.check_option(overflow_report)
     self._options = {"clipnorm": clipnorm, "clipvalue": clipvalue,
                      "global_clipnorm": global_clipnorm,
-                     "gradient_accumulation_steps": steps}
+                     "gradient_accumulation_steps": steps,
+                     "overflow_report": report}
     super().__init__(use_locking=False, name=opt.get_name())
     self._opt = opt
     self._manager = loss_scale_manager
@@ -286,6 +287,9 @@ class LossScaleOptimizer(Optimizer):
     # The slots get_slot delegates to belong to the inner optimizer; without
     # this, tf.train.Checkpoint finds them twice and refuses to save.
     return _tracking.hide_slot_owner_marker(super().__dir__())
+
+  def __repr__(self) -> str:
+    return _arguments.optimizer_repr(self, self._options)
 
   def variables(self) -> List[tf.Variable]:
     """Returns the inner optimizer's variables, the scale state and any

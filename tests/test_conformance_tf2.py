@@ -136,6 +136,29 @@ class ReprTest(parameterized.TestCase):
     self.assertIn(f"max_loss_scale={other!r}", repr(made))
 
 
+  @parameterized.named_parameters(
+      ("contrib_defaults", lambda: mp_optimizer.LossScaleOptimizer(
+          tf.compat.v1.train.AdamOptimizer(), managers.FixedLossScaleManager(8)),
+       "LossScaleOptimizer(<AdamOptimizer 'Adam'>, FixedLossScaleManager(8.0))"),
+      ("contrib_options", lambda: mp_optimizer.LossScaleOptimizer(
+          tf.compat.v1.train.GradientDescentOptimizer(0.1, name="sgd"),
+          managers.ExponentialUpdateLossScaleManager(8, 2), clipnorm=1.0,
+          gradient_accumulation_steps=4),
+       "LossScaleOptimizer(<GradientDescentOptimizer 'sgd'>, "
+       "ExponentialUpdateLossScaleManager(init_loss_scale=8.0, "
+       "incr_every_n_steps=2, decr_every_n_nan_or_inf=2, incr_ratio=2.0, "
+       "decr_ratio=0.8), clipnorm=1.0, gradient_accumulation_steps=4)"),
+      ("tf2", lambda: mp_optimizer.MixedPrecisionLossScaleOptimizer(
+          tf.compat.v1.train.AdamOptimizer(), "dynamic", global_clipnorm=2.0),
+       "MixedPrecisionLossScaleOptimizer(<AdamOptimizer 'Adam'>, "
+       "DynamicLossScale(initial_loss_scale=32768.0, increment_period=2000, "
+       "multiplier=2.0), global_clipnorm=2.0)"),
+  )
+  def test_optimizer_shows_inner_manager_and_options(self, make, expected):
+    with tf.Graph().as_default():
+      self.assertEqual(repr(make()), expected)
+
+
 NOT_RAISED = None
 # (argument, value, what TF's DynamicLossScale does, what ours does).
 DYNAMIC_ARGS = (
