@@ -7,29 +7,17 @@ are the contrib state machine worked by hand: initial scale 1024, growth x2
 after 3 good steps, shrink x0.8 after 2 overflows.
 """
 
-import contextlib
-
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
 import managers
 import mp_optimizer
+from tests import control_flow
 from tests import models
 
 v1 = tf.compat.v1
 SHRUNK = float(np.float32(1024) * np.float32(0.8))
-
-
-@contextlib.contextmanager
-def control_flow(version: int):
-  """Builds with control flow `version` (1 or 2); restores the switch after."""
-  was_v2 = v1.control_flow_v2_enabled()
-  (v1.enable_control_flow_v2 if version == 2 else v1.disable_control_flow_v2)()
-  try:
-    yield
-  finally:
-    (v1.enable_control_flow_v2 if was_v2 else v1.disable_control_flow_v2)()
 
 
 def _manager(kind):
@@ -96,7 +84,7 @@ class SignalsInsideControlFlowTest(parameterized.TestCase):
       for version in (1, 2))
   def test_signals_are_fetchable_and_follow_the_newest_step(
       self, construct, version, kind, initial, table):
-    with control_flow(version), tf.Graph().as_default() as graph:
+    with control_flow.version(version), tf.Graph().as_default() as graph:
       feeds, train_op = _build(construct, _manager(kind))
       signals = (mp_optimizer.step_applied(), mp_optimizer.skipped_steps(),
                  mp_optimizer.signals.loss_scale(),
@@ -118,7 +106,7 @@ class SignalsInsideControlFlowTest(parameterized.TestCase):
   @parameterized.named_parameters(("v1", 1), ("v2", 2))
   def test_a_step_outside_control_flow_stores_no_verdict(self, version):
     # Only a step inside control flow needs the LOCAL verdict variable.
-    with control_flow(version), tf.Graph().as_default():
+    with control_flow.version(version), tf.Graph().as_default():
       loss = models.dense_loss(models.poison_input())
       opt = mp_optimizer.LossScaleOptimizer(
           models.OPTIMIZERS["sgd"](), _manager("dynamic"))
