@@ -13,7 +13,9 @@ import tensorflow as tf
 import managers
 import mp_optimizer
 from tests import control_flow
+from tests import mirrored
 from tests import models
+from tests.workers import replicated
 
 v1 = tf.compat.v1
 UNSCALED = r"never multiplied by the loss scale.*compute_gradients.*" \
@@ -244,6 +246,47 @@ class UnscaledGradientsTest(parameterized.TestCase):
       with self.assertRaisesRegex(ValueError, UNSCALED):
         tf.cond(v1.placeholder_with_default(True, []),
                 lambda: opt.apply_gradients(pairs), tf.no_op)
+
+
+def _mirrored_step(make, allow):
+  """Builds one MirroredStrategy step from `make(opt, loss, [w])` pairs."""
+  graph = tf.Graph()
+  with graph.as_default():
+    strategy = tf.distribute.MirroredStrategy(mirrored.DEVICES)
+    xs, ys = replicated.all_replica_data()
+    with strategy.scope():
+      w = v1.get_variable("w", initializer=replicated.INITIAL_W)
+      opt = mp_optimizer.LossScaleOptimizer(
+          v1.train.GradientDescentOptimizer(0.1),
+          managers.FixedLossScaleManager(128))
+
+      def step():
+        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+        loss = replicated.loss(w, tf.gather(xs, replica), tf.gather(ys, replica))
+        return opt.apply_gradients(make(opt, loss, [w]))
+
+      if allow:
+        with mp_optimizer.allow_unscaled_gradients():
+          train_op = strategy.group(strategy.run(step))
+      else:
+        train_op = strategy.group(strategy.run(step))
+  return graph, train_op, w
+
+
+class MirroredUnscaledGradientsTest(parameterized.TestCase):
+
+  def test_plain_gradients_in_replicas_are_refused(self):
+    with self.assertRaisesRegex(ValueError, f"w:0.*{UNSCALED}"):
+      _mirrored_step(_plain, allow=False)
+
+  @parameterized.named_parameters(
+      ("compute_gradients", _ours, False), ("allowed_plain", _plain, True))
+  def test_accepted_in_replicas(self, make, allow):
+    graph, train_op, w = _mirrored_step(make, allow)
+    with v1.Session(graph=graph, config=mirrored.SESSION_CONFIG) as sess:
+      sess.run(v1.global_variables_initializer())
+      sess.run(train_op)
+      self.assertFalse(np.array_equal(sess.run(w), replicated.INITIAL_W))
 
 
 if __name__ == "__main__":
