@@ -138,45 +138,64 @@ def _start(grad):
   return grad.values if isinstance(grad, tf.IndexedSlices) else grad
 
 
-def _leaf(tensor):
-  """Returns the bits a tensor contributes if the walk stops at it, else None."""
-  records = _RECORDS.get(tensor.graph)
-  if records and tensor.ref() in records["unscaled"]:
-    return _SAW_SCALE
-  if records and tensor.ref() in records["scaled"]:
-    return _SCALED | _SAW_SCALE
-  if _SEED.search(tensor.op.name):
-    return _SEEDED
-  return None
+class _Leaves:
+  """Says where the walk stops; the records as object ids, one set per graph.
+
+  Graph tensors live as long as their graph, so their ids are stable during
+  the walk, and comparing ids avoids hashing `tensor.ref()` per edge.
+  """
+
+  def __init__(self):
+    self._by_graph = {}
+
+  def _records(self, graph):
+    if graph not in self._by_graph:
+      records = _RECORDS.get(graph, {"scaled": (), "unscaled": ()})
+      self._by_graph[graph] = tuple(
+          {id(ref.deref()) for ref in records[kind]}
+          for kind in ("unscaled", "scaled"))
+    return self._by_graph[graph]
+
+  def bits(self, tensor):
+    """Returns the bits a tensor contributes if the walk stops at it, else None."""
+    unscaled, scaled = self._records(tensor.graph)
+    if id(tensor) in unscaled:
+      return _SAW_SCALE
+    if id(tensor) in scaled:
+      return _SCALED | _SAW_SCALE
+    if _SEED.search(tensor.op.name):
+      return _SEEDED
+    return None
 
 
 def _reach(starts) -> dict:
-  """Returns tensor ref -> the bits its ancestry reaches, for the walk's tensors.
+  """Returns id(tensor) -> the bits its ancestry reaches, for the walk's tensors.
 
   One walk collects every ancestor (stopping at leaves) and who depends on
   it; the leaves' bits then flow to their dependents until nothing changes.
   That is exact on v1 while loops, whose graphs have cycles.
   """
+  leaves = _Leaves()
   bits, dependents = {}, collections.defaultdict(list)
   seen, stack = set(), list(starts)
   while stack:
     tensor = stack.pop()
-    ref = tensor.ref()
-    if ref in seen:
+    key = id(tensor)
+    if key in seen:
       continue
-    seen.add(ref)
-    leaf = _leaf(tensor)
+    seen.add(key)
+    leaf = leaves.bits(tensor)
     if leaf is not None:
-      bits[ref] = leaf
+      bits[key] = leaf
       continue
     for source in tensor.op.inputs:
-      dependents[source.ref()].append(ref)
+      dependents[id(source)].append(key)
       stack.append(source)
   pending = list(bits)
   while pending:
-    ref = pending.pop()
-    for dependent in dependents[ref]:
-      merged = bits.get(dependent, 0) | bits[ref]
+    key = pending.pop()
+    for dependent in dependents[key]:
+      merged = bits.get(dependent, 0) | bits[key]
       if merged != bits.get(dependent, 0):
         bits[dependent] = merged
         pending.append(dependent)
@@ -197,7 +216,7 @@ def check_unscaled(grads_and_vars) -> None:
   allowed = _ALLOWED.get(_graph.require_graph(
       "LossScaleOptimizer.apply_gradients"), 0) > 0
   for grad, var in pairs:
-    reached = bits.get(grad.ref(), 0)
+    reached = bits.get(id(grad), 0)
     if reached & _SCALED:
       raise ValueError(
           f"The gradient for {var.name} was computed from a scaled loss but "
