@@ -57,9 +57,10 @@ test-package: $(VENV)/package/.ready
 	    >build.log 2>&1 || { cat build.log; exit 1; }
 	$(VENV)/package/bin/python -m pip install --quiet --disable-pip-version-check \
 	    --no-deps --force-reinstall dist/*.whl
-	tmp=$$(mktemp -d) && cp tests/package/installed_package_test.py $$tmp/ && \
+	tmp=$$(mktemp -d) && \
+	    cp tests/package/installed_package_check.py $$tmp/test_installed_package.py && \
 	    cd $$tmp && $(CURDIR)/$(VENV)/package/bin/python -m pytest -q \
-	    -p no:cacheprovider installed_package_test.py && \
+	    -p no:cacheprovider test_installed_package.py && \
 	    tar xzf $(CURDIR)/dist/*.tar.gz && cd mp_optimizer-* && \
 	    $(CURDIR)/$(VENV)/package/bin/python -m pytest -q -p no:cacheprovider \
 	    --collect-only tests >collect.log && tail -n 1 collect.log

@@ -255,9 +255,12 @@ class LossScaleOptimizer(Optimizer):
     Raises:
       RuntimeError: Under eager execution, or in cross-replica context.
       TypeError: If `grads_and_vars` does not hold (gradient, variable) pairs.
-      ValueError: If `grads_and_vars` is empty, or holds gradients of the
-        scaled loss that were never unscaled (where that is detectable), or
-        if the inner apply made a variable initialized from the gated update.
+      ValueError: If `grads_and_vars` is empty or all its gradients are None,
+        or it holds gradients of the scaled loss that were never unscaled, or
+        gradients of a loss that was never scaled (outside
+        `mp_optimizer.allow_unscaled_gradients()`; see `mp_optimizer.misuse`),
+        or if the inner apply made a variable initialized from the gated
+        update.
     """
     _graph.require_graph("LossScaleOptimizer.apply_gradients")
     grads_and_vars = misuse.check_grads_and_vars(grads_and_vars)

@@ -15,9 +15,26 @@ collections, so code that did not build the optimizer (an Estimator hook, a
 * `loss_scale()`: the scale the step used.
 
 `add_summaries()` writes the scale and the skip count to TensorBoard.
+
+A step built inside control flow (`apply_gradients` in a `tf.cond` branch, as
+legacy gradient accumulation does, or in a `tf.while_loop` body; v1 or v2
+control flow) has tensors nobody outside can fetch. Its signals are then reads
+made in the outermost graph when fetched:
+
+* `step_applied()`: the verdict of the newest step that ran: True if it was
+  applied, False if it was skipped, and False before any step ran. A run whose
+  branch was not taken (or whose loop ran no iteration) leaves it unchanged.
+  With several iterations in one run, the last one counts.
+* `skipped_steps()`: the same counter as above.
+* `loss_scale()`: the manager's current scale, the one the next step uses.
+
+None of the three is ordered against the step (TensorFlow gives an op outside
+a `tf.cond` no way to wait for one inside it): fetch them in a `sess.run`
+after the train op's, as `LossScaleHook` does. In the train op's own run they
+may show the state before or after its step.
 """
 
-from typing import Optional
+from typing import Callable, List, Optional
 
 import tensorflow as tf
 
@@ -38,6 +55,9 @@ class SkipCounter:
   def __init__(self, owner):
     self._state = _graph.PerGraphVariables(owner, [_graph.VariableSpec(
         "skipped_steps", tf.int64, 0, checkpointed=False)])
+    # Made only for a step inside control flow: 1 applied, 0 skipped.
+    self._latest = _graph.PerGraphVariables(owner, [_graph.VariableSpec(
+        "last_step_applied", tf.int64, 0, checkpointed=False)])
 
   def _variable(self) -> tf.Variable:
     return self._state.get("LossScaleOptimizer.apply_gradients")[
@@ -49,17 +69,78 @@ class SkipCounter:
     return counter.assign(_graph.read_or_zero(counter) + 1, read_value=False)
 
   def total(self) -> tf.Tensor:
-    """Returns the count, read when fetched (0 before any skip)."""
-    return tf.identity(_graph.read_or_zero(self._variable()),
-                       name="skipped_steps_total")
+    """Returns the count, read when fetched (0 before any skip).
+
+    The read is made in the outermost graph, so it can be fetched even when
+    the step is built inside control flow.
+    """
+    with tf.init_scope():
+      return tf.identity(_graph.read_or_zero(self._variable()),
+                         name="skipped_steps_total")
+
+  def _latest_variable(self) -> tf.Variable:
+    return self._latest.get("LossScaleOptimizer.apply_gradients")[
+        "last_step_applied"]
+
+  def write_latest(self, step_applied: tf.Tensor) -> tf.Operation:
+    """Returns an op that stores this step's verdict for outside readers."""
+    return self._latest_variable().assign(
+        tf.cast(step_applied, tf.int64), read_value=False)
+
+  def read_latest(self) -> tf.Tensor:
+    """Returns the newest stored verdict as a bool, read in the outermost graph."""
+    with tf.init_scope():
+      return tf.equal(_graph.read_or_zero(self._latest_variable()), 1,
+                      name="last_step_applied")
 
 
-def record(step_applied: tf.Tensor, skipped: tf.Tensor,
-           scale: tf.Tensor) -> None:
-  """Publishes one train op's signals in the current graph's collections."""
-  tf.compat.v1.add_to_collection(STEP_APPLIED, step_applied)
-  tf.compat.v1.add_to_collection(SKIPPED_STEPS, skipped)
-  tf.compat.v1.add_to_collection(LOSS_SCALE, scale)
+def _inside_control_flow(tensor: tf.Tensor) -> bool:
+  """True if `tensor` cannot be fetched from the outermost graph.
+
+  v2 control flow builds branches and loop bodies as function graphs; v1
+  control flow builds them in the same graph but marks their ops unfetchable.
+  """
+  with tf.init_scope():
+    outer = tf.compat.v1.get_default_graph()
+  return tensor.graph is not outer or not outer.is_fetchable(tensor.op)
+
+
+def record(step_applied: tf.Tensor, skipped: tf.Tensor, scale: tf.Tensor,
+           counter: SkipCounter,
+           read_scale: Callable[[], tf.Tensor]) -> List[tf.Operation]:
+  """Publishes one train op's signals in the outermost graph's collections.
+
+  Outside control flow the step's own tensors are published. Inside it (see
+  the module docstring) they cannot be fetched, so reads made in the
+  outermost graph are published instead, and the step must also store its
+  verdict.
+
+  Args:
+    step_applied: The step's bool verdict.
+    skipped: The skip count (`counter.total()`, or a constant 0 when the
+      manager never skips).
+    scale: The scale the step used.
+    counter: The optimizer's `SkipCounter`.
+    read_scale: Returns a read of the current scale (the manager's
+      `get_loss_scale`).
+
+  Returns:
+    Ops to group into the train op: none outside control flow, else the one
+    that stores the verdict.
+  """
+  updates = []
+  if _inside_control_flow(step_applied):
+    updates.append(counter.write_latest(step_applied))
+    step_applied = counter.read_latest()
+    if _inside_control_flow(skipped):  # A constant 0: no step is skipped.
+      skipped = counter.total()
+    with tf.init_scope():
+      scale = tf.identity(read_scale(), name="current_loss_scale")
+  with tf.init_scope():
+    tf.compat.v1.add_to_collection(STEP_APPLIED, step_applied)
+    tf.compat.v1.add_to_collection(SKIPPED_STEPS, skipped)
+    tf.compat.v1.add_to_collection(LOSS_SCALE, scale)
+  return updates
 
 
 def _latest(key: str, graph: Optional[tf.Graph], api: str) -> tf.Tensor:

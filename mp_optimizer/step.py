@@ -116,8 +116,9 @@ def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
     skipped = tf.constant(0, tf.int64)
   with tf.control_dependencies([applied, scale]):
     update = parts.manager.update_loss_scale(finite)
-  train_op = tf.group(applied, update, name=name)
+  signal_updates = signals.record(finite, skipped, scale, parts.skip_counter,
+                                  parts.manager.get_loss_scale)
+  train_op = tf.group(applied, update, *signal_updates, name=name)
   # The inner apply is gated; only the whole gated step is a train op.
   train_ops[:] = train_ops_before + [train_op]
-  signals.record(finite, skipped, scale)
   return train_op

@@ -52,19 +52,22 @@ class ScaledGradientsTest(parameterized.TestCase):
           np.testing.assert_array_equal(a, b)
         sess.run(custom)
 
-  def test_gradients_of_the_plain_loss_are_not_flagged(self):
+  def test_gradients_of_the_plain_loss_are_refused(self):
+    # The other ways are tables in test_unscaled_gradients.py.
     with tf.Graph().as_default():
       loss, opt, variables = _setup()
-      opt.get_scaled_loss(loss)  # A scaled loss exists in the graph.
-      self.assertIsInstance(
-          opt.apply_gradients(zip(tf.gradients(loss, variables), variables)),
-          tf.Operation)
+      with self.assertRaisesRegex(ValueError, "never multiplied by the loss"):
+        opt.apply_gradients(zip(tf.gradients(loss, variables), variables))
 
 
 class MalformedPairsTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ("empty", lambda variables: [], ValueError, "empty"),
+      ("empty", lambda variables: [], ValueError,
+       r"^No variables provided\. .*`grads_and_vars` is empty"),
+      ("all_none", lambda variables: [(None, v) for v in variables],
+       ValueError, r"^No gradients provided for any variable: .*dense/w.*"
+       r"dense/b.*Every gradient .* is None"),
       ("not_a_pair", lambda variables: [variables[0]], TypeError,
        r"\(gradient, variable\) pairs.*dense/w"),
       ("triple", lambda variables: [(None, variables[0], 1)], TypeError,
@@ -80,6 +83,21 @@ class MalformedPairsTest(parameterized.TestCase):
       with self.assertRaisesRegex(error, pattern):
         opt.apply_gradients(make(variables))
       self.assertLen(g.get_operations(), ops_before)
+
+
+  @parameterized.named_parameters(
+      ("empty", lambda variables: []),
+      ("all_none", lambda variables: [(None, v) for v in variables]),
+      ("all_none_generator", lambda variables: ((None, v) for v in variables)))
+  def test_messages_begin_with_tensorflows_own(self, make):
+    with tf.Graph().as_default():
+      _, opt, variables = _setup()
+      with self.assertRaises(ValueError) as theirs:
+        opt.inner_optimizer.apply_gradients(make(variables))
+      with self.assertRaises(ValueError) as ours:
+        opt.apply_gradients(make(variables))
+    self.assertIs(type(ours.exception), type(theirs.exception))
+    self.assertStartsWith(str(ours.exception), str(theirs.exception))
 
 
 class Bfloat16WarningTest(parameterized.TestCase):

@@ -1,11 +1,11 @@
 """The installed wheel works on its own, away from the source tree.
 
-`make test-package` copies this file into an empty temporary directory and runs
-it there with pytest, in a virtual environment where the project was installed
+`make test-package` copies this file into an empty temporary directory (as
+`test_installed_package.py`) and runs it there with pytest, in a virtual environment where the project was installed
 from its wheel (not editable). So every import below resolves to the installed
 files: a module, `py.typed` marker or licence file missing from the wheel
-fails here. It is not collected by the main suite (the file name does not
-start with `test_`), which runs against the source tree.
+fails here. The main suite, which runs against the source tree, does not
+collect it: its name matches neither `test_*.py` nor `*_test.py`.
 """
 
 import importlib.metadata
