@@ -13,6 +13,7 @@ for op in ops built by the side:
   if op has an input (data or control) in dead_on_skip:   # Merge: all
     dead_on_skip += op                                    # data inputs
   elif op belongs to a variable made by the side: leave it runnable
+  elif op is a while loop's Enter or Exit: leave it (its consumers are pinned)
   else: add a control input on the pivot; dead_on_skip += op
 ```
 
@@ -44,6 +45,11 @@ _SUMMARY_TYPES = frozenset((
     "AudioSummaryV2", "TensorSummary", "TensorSummaryV2", "MergeSummary"))
 _MERGE_TYPES = frozenset(("Merge", "RefMerge"))
 _BACK_EDGE_TYPES = frozenset(("NextIteration", "RefNextIteration"))
+# Frame boundaries of v1 while loops: an Enter forwards an outer tensor into
+# a loop frame, an Exit a loop's result out of it. Neither computes anything,
+# and a control input from the pivot's frame would join two frames, which
+# TensorFlow refuses; the ops that consume them are pinned instead.
+_FRAME_BOUNDARY_TYPES = frozenset(("Enter", "RefEnter", "Exit", "RefExit"))
 
 
 class _MadeVariable:
@@ -125,7 +131,7 @@ def _pin(new_ops, pivot: tf.Operation, owned) -> Set[tf.Operation]:
   for op in new_ops:  # Creation order: inputs first, loop back edges aside.
     if _dead_with(op, dead):
       dead.add(op)
-    elif op not in owned:
+    elif op not in owned and op.type not in _FRAME_BOUNDARY_TYPES:
       _control_edges.add_control_input(op, pivot)
       dead.add(op)
   return dead
