@@ -1,5 +1,7 @@
 """`convert()`: one module's source through the passes, in order.
 
+0. `names.might_use_legacy`: a source that spells no legacy name is returned
+   as it is, unparsed.
 1. `resolve.package_refs`: the names `mp_optimizer` and `managers` will go by.
 2. `expressions.ExpressionPass`: dotted legacy references are rewritten.
 3. `findings.FindingsPass`: what no rewrite can fix is reported.
@@ -15,6 +17,7 @@ from libcst import metadata
 from mp_optimizer.migrate import expressions
 from mp_optimizer.migrate import findings
 from mp_optimizer.migrate import imports
+from mp_optimizer.migrate import names
 from mp_optimizer.migrate import resolve
 
 
@@ -26,11 +29,14 @@ def convert(source: str) -> Tuple[str, List[findings.Finding]]:
 
   Returns:
     The new source (equal to `source` when nothing applies) and the findings
-    that need a human, sorted by line.
+    (those that need a human, and notices), sorted by line.
 
   Raises:
-    libcst.ParserSyntaxError: If `source` does not parse.
+    libcst.ParserSyntaxError: If `source` mentions a legacy name and does not
+      parse.
   """
+  if not names.might_use_legacy(source.encode("utf-8", "surrogatepass")):
+    return source, []  # Nothing to convert or report: not even parsed.
   wrapper = metadata.MetadataWrapper(cst.parse_module(source))
   refs = resolve.package_refs(wrapper)
   expression_pass = expressions.ExpressionPass(refs)

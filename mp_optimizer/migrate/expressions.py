@@ -14,7 +14,9 @@ from typing import Dict, List, Optional, Set
 
 import libcst as cst
 
+from mp_optimizer.migrate import calls
 from mp_optimizer.migrate import findings
+from mp_optimizer.migrate import layout
 from mp_optimizer.migrate import names
 from mp_optimizer.migrate import resolve
 from mp_optimizer.migrate.resolve import source_text
@@ -49,9 +51,12 @@ class ExpressionPass(cst.CSTTransformer):
     self.needed: Set[str] = set()
     self.converted_tf_names = False
     self._resolve = resolve.Resolver(self.get_metadata)
+    self._flow = calls.Flow()
 
-  def _report(self, node: cst.CSTNode, reason: str) -> None:
-    self.findings.append(findings.Finding(self._resolve.line(node), reason))
+  def _report(self, node: cst.CSTNode, reason: str,
+              needs_human: bool = True) -> None:
+    self.findings.append(findings.Finding(self._resolve.line(node), reason,
+                                          needs_human))
 
   def _ref(self, package: str, name: str, like=None) -> cst.Attribute:
     self.needed.add(package)
@@ -133,12 +138,6 @@ class ExpressionPass(cst.CSTTransformer):
                    "replacement works with tf.compat.v1 optimizers only; use "
                    "tf.keras.mixed_precision here")
       return updated
-    if (target.name == "enable_mixed_precision_graph_rewrite" and
-        self._wraps_keras_optimizer(original)):
-      self._report(original, f"{label} wraps a Keras optimizer: the "
-                   "replacement takes tf.compat.v1 optimizers only; use "
-                   "tf.keras.mixed_precision.LossScaleOptimizer")
-      return updated
     if is_tf and context == "type check":
       self._report(original, f"{label} in a type check now means "
                    f"{target.package}.{target.name}: objects made by "
@@ -153,14 +152,6 @@ class ExpressionPass(cst.CSTTransformer):
         self._resolve.legacy_path(original.value) in names.CONTRIB_MODULES):
       return updated  # Bound by an import: the import pass rewrites that.
     return self._ref(target.package, target.name, like=original)
-
-  def _wraps_keras_optimizer(self, func: cst.BaseExpression) -> bool:
-    """True for `func(opt, ...)` where the text of `opt` mentions `keras`."""
-    call = self._resolve.parent(func)
-    if not isinstance(call, cst.Call) or call.func is not func:
-      return False
-    optimizer = _argument(call, 0, "opt")
-    return optimizer is not None and "keras" in source_text(optimizer)
 
   def _is_alias_definition(self, node: cst.CSTNode) -> bool:
     assign = self._resolve.parent(node)
@@ -177,7 +168,100 @@ class ExpressionPass(cst.CSTTransformer):
     return _GETATTR in {q.name
                         for q in self._resolve.qualified_names(call.func)}
 
+  # Calls of legacy names and what flows into them --------------------------
+
+  def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+    self._flow.enter_scope()
+
+  def leave_FunctionDef(self, original, updated):
+    self._flow.leave_scope()
+    return updated
+
+  def leave_Assign(self, original: cst.Assign, updated: cst.Assign):
+    kind = self._kind(original.value)
+    line = self._resolve.parent(original)
+    for target in original.targets:
+      if isinstance(target.target, (cst.Name, cst.Attribute)):
+        self._flow.bind(source_text(target.target), kind,
+                        self._resolve.line(original), self._resolve.parent(line))
+    return updated
+
+  def _kind(self, value: cst.BaseExpression) -> str:
+    """"wrapped", "keras" (an optimizer) or "other"."""
+    if not isinstance(value, cst.Call):
+      return "other"
+    target = names.LEGACY_NAMES.get(self._resolve.legacy_path(value.func) or "")
+    if target is not None and target.name in calls.WRAPPERS:
+      return "wrapped"
+    if target is not None and target.package == "managers":
+      return "scale"
+    if calls.is_keras_optimizer(self._resolve.paths(value.func)):
+      return "keras"
+    return "other"
+
+  def _blocks_around(self, node: cst.CSTNode):
+    """Ids of the blocks that hold `node`, up to its function or module."""
+    blocks = set()
+    while not isinstance(node, (cst.Module, cst.FunctionDef)):
+      node = self._resolve.parent(node)
+      if isinstance(node, (cst.IndentedBlock, cst.SimpleStatementSuite,
+                           cst.Module)):
+        blocks.add(id(node))
+    return blocks
+
+  def _legacy_call(self, original: cst.Call, updated: cst.Call,
+                   target: names.Target) -> cst.Call:
+    report = lambda reason: self._report(original, reason)  # pylint: disable=unnecessary-lambda-assignment
+    updated = calls.fix_step_counts(updated, target, report)
+    notice = calls.fixed_scale_notice(
+        original, target, self.refs["managers"], self._is_scale_object)
+    if notice:
+      self._report(original, notice, needs_human=False)
+    if target.name in calls.WRAPPERS:
+      self._check_wrapped(original, target)
+    position = self._resolve.position(original.func).end
+    bracket = position.column + len(source_text(original.whitespace_after_func))
+    return layout.realign(original, updated, bracket)
+
+  def _is_scale_object(self, node: cst.BaseExpression) -> bool:
+    """Whether `node` names a legacy manager or loss scale made here."""
+    return isinstance(node, (cst.Name, cst.Attribute)) and self._flow.bound(
+        source_text(node), {"scale"}) is not None
+
+  def _check_wrapped(self, call: cst.Call, target: names.Target) -> None:
+    """Reports an optimizer wrapped twice, or a Keras one with a scale object."""
+    arg = calls.argument(call, 0, "opt")
+    if arg is None:
+      return
+    opt, text = arg.value, source_text(arg.value)
+    line = None
+    if isinstance(opt, cst.Call) and self._kind(opt) == "wrapped":
+      line = self._resolve.line(opt)
+    elif isinstance(opt, (cst.Name, cst.Attribute)):
+      line = self._flow.bound(text, {"wrapped"}, self._blocks_around(call))
+    if line is not None:
+      self._report(call, f"`{text}` is already wrapped for loss scaling (line "
+                   f"{line}) and is wrapped again here by "
+                   f"`{target.name}`: the replacement refuses to wrap twice "
+                   "(TensorFlow scaled the loss twice); keep one wrapper")
+      return
+    scale = calls.argument(call, 1, "loss_scale")
+    keras = (self._kind(opt) == "keras" or
+             isinstance(opt, (cst.Name, cst.Attribute)) and
+             self._flow.ever(text, "keras") is not None)
+    if (target.name == "enable_mixed_precision_graph_rewrite" and keras and
+        scale is not None and isinstance(scale.value, (cst.Name, cst.Attribute, cst.Call))):
+      self._report(call, f"`{text}` is a Keras optimizer and "
+                   f"`{source_text(scale.value)}` a loss-scale object: Keras's "
+                   "LossScaleOptimizer takes \"dynamic\" or a number here; "
+                   "use tf.keras.mixed_precision.LossScaleOptimizer(opt, "
+                   "initial_scale=..., dynamic_growth_steps=...)")
+
   def leave_Call(self, original: cst.Call, updated: cst.Call):
+    target = names.LEGACY_NAMES.get(
+        self._resolve.legacy_path(original.func) or "")
+    if target is not None and self._context(original.func) != "keras":
+      return self._legacy_call(original, updated, target)
     if len(original.args) < 2 or not self._getattr_owner(
         original.args[0].value):
       return updated
@@ -203,16 +287,3 @@ class ExpressionPass(cst.CSTTransformer):
       self._report(original, f"dynamic getattr on `{path}`: the codemod "
                    f"cannot tell which name is meant; {_BY_HAND}")
     return updated
-
-
-
-def _argument(call: cst.Call, position: int,
-              keyword: str) -> Optional[cst.BaseExpression]:
-  """The expression `call` passes as `keyword` (or at `position`), if any."""
-  for index, arg in enumerate(call.args):
-    if arg.keyword is not None:
-      if arg.keyword.value == keyword:
-        return arg.value
-    elif index == position and not arg.star:
-      return arg.value
-  return None

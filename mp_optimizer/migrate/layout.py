@@ -1,0 +1,54 @@
+"""Continuation lines re-aligned when a call's callee gets shorter.
+
+    manager = tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager(a,
+                                                                           b)
+becomes
+    manager = managers.ExponentialUpdateLossScaleManager(a,
+                                                         b)
+
+Only calls whose continuation lines were aligned with their opening bracket
+move; a hanging indent (`f(\\n    a, b)`) has nothing to follow.
+"""
+
+import libcst as cst
+
+
+class _Shift(cst.CSTTransformer):
+  """Moves lines indented at least `column` left by `delta` columns."""
+
+  def __init__(self, column: int, delta: int):
+    super().__init__()
+    self._column, self._delta = column, delta
+
+  def _moved(self, whitespace: cst.SimpleWhitespace) -> cst.SimpleWhitespace:
+    value = whitespace.value
+    if len(value) < self._column or value.strip(" "):
+      return whitespace
+    return whitespace.with_changes(value=" " * (len(value) - self._delta))
+
+  def leave_ParenthesizedWhitespace(self, original, updated):
+    return updated.with_changes(last_line=self._moved(updated.last_line))
+
+  def leave_EmptyLine(self, original, updated):
+    if not updated.comment:
+      return updated
+    return updated.with_changes(whitespace=self._moved(updated.whitespace))
+
+
+def realign(original: cst.Call, updated: cst.Call, bracket_column: int) -> cst.Call:
+  """Returns `updated` with its bracket-aligned lines moved with its callee.
+
+  Args:
+    original: The call as written.
+    updated: The call with its callee (and arguments) rewritten.
+    bracket_column: The 0-based column of `original`'s opening bracket.
+  """
+  code = cst.Module([]).code_for_node
+  delta = len(code(original.func)) - len(code(updated.func))
+  if delta <= 0:
+    return updated
+  column = bracket_column + 1  # Where an aligned argument starts.
+  shift = _Shift(column, delta)
+  return updated.with_changes(
+      whitespace_before_args=updated.whitespace_before_args.visit(shift),
+      args=[arg.visit(shift) for arg in updated.args])

@@ -1,0 +1,303 @@
+"""mp-optimizer-migrate's command line: files, output, exit status, speed.
+
+Each test writes files into a fresh folder and runs `main()` (or, where the
+process itself matters, `python -m mp_optimizer.migrate`). The command line
+must start without TensorFlow: it is checked in a fresh interpreter run with
+`-X importtime`, which lists every module imported.
+"""
+
+import contextlib
+import io
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import warnings
+
+from absl.testing import parameterized
+
+from mp_optimizer import migrate
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+TF = "import tensorflow as tf\n"
+_SCALE_OPT = ("opt = tf.contrib.mixed_precision.LossScaleOptimizer("
+              "opt, manager)\n")
+_LEGACY = TF + "\n" + _SCALE_OPT
+_CONVERTED = TF + "import mp_optimizer\n\n" + (
+    "opt = mp_optimizer.LossScaleOptimizer(opt, manager)\n")
+
+
+class CommandLineTest(parameterized.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.dir = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, self.dir)
+
+  def write(self, name, text, mode="w", **kwargs):
+    path = os.path.join(self.dir, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, mode, **kwargs) as f:
+      f.write(text)
+    return path
+
+  def read(self, path):
+    with open(path, newline="") as f:
+      return f.read()
+
+  def run_main(self, *argv, out_encoding="utf-8"):
+    """Runs main(argv); returns (status, stdout decoded, stderr)."""
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+    err = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+      status = migrate.main(list(argv))
+    out.flush()
+    return status, raw.getvalue().decode(out_encoding), err.getvalue()
+
+  def test_dangling_link_exit_2_and_the_others_are_processed(self):
+    dangling = os.path.join(self.dir, "a.py")
+    os.symlink(os.path.join(self.dir, "gone.py"), dangling)
+    good = self.write("b.py", _LEGACY)
+    status, _, err = self.run_main("--in-place", self.dir)
+    self.assertEqual((status, err),
+                     (2, f"{dangling}: cannot read: No such file or directory\n"))
+    self.assertEqual(self.read(good), _CONVERTED)
+
+  def test_prints_a_diff_and_leaves_the_file(self):
+    path = self.write("train.py", _LEGACY)
+    status, out, err = self.run_main(path)
+    self.assertEqual((status, err), (0, ""))
+    self.assertTrue(out.startswith(f"--- {path}\n+++ {path}\n@@ "), out)
+    self.assertIn("\n+import mp_optimizer\n", out)
+    self.assertIn("\n-" + _SCALE_OPT, out)
+    self.assertIn("\n+opt = mp_optimizer.LossScaleOptimizer(opt, manager)\n",
+                  out)
+    self.assertEqual(self.read(path), _LEGACY)
+
+  def test_in_place_then_nothing_left(self):
+    path = self.write("train.py", _LEGACY)
+    self.assertEqual(self.run_main("--in-place", path),
+                     (0, f"rewrote {path}\n", ""))
+    self.assertEqual(self.read(path), _CONVERTED)
+    self.assertEqual(self.run_main(path), (0, "", ""))
+
+  def test_findings_exit_1_and_the_rest_is_converted(self):
+    path = self.write("train.py", _LEGACY + "inner = opt._opt\n")
+    status, _, err = self.run_main("--in-place", path)
+    self.assertEqual(status, 1)
+    self.assertEqual(err.splitlines(), [
+        f"{path}:4: `opt._opt` is private to the legacy class and the "
+        "replacement has no such attribute; use `.inner_optimizer`"])
+    self.assertEqual(self.read(path), _CONVERTED + "inner = opt._opt\n")
+
+  @parameterized.named_parameters(
+      # Python's own line and message; libcst's parser names other lines.
+      ("bracket_never_closed", "x = 1\nopt = (\n\n\n", 2,
+       "'(' was never closed"),
+      ("bad_indent", "def f():\n  x = 1\n    y = 2\n\n", 3,
+       "unexpected indent"))
+  def test_unparsable_file_exit_2_and_the_others_are_processed(
+      self, text, line, message):
+    bad = self.write("bad.py", "import tensorflow.contrib.mixed_precision\n" +
+                     text)
+    good = self.write("good.py", _LEGACY)
+    status, _, err = self.run_main("--in-place", bad, good)
+    self.assertEqual((status, err),
+                     (2, f"{bad}:{line + 1}: cannot parse: {message}\n"))
+    self.assertEqual(self.read(good), _CONVERTED)
+
+  def test_a_file_that_names_no_legacy_api_is_not_parsed(self):
+    # Bytes that are not valid Python, nor valid UTF-8: never looked at.
+    path = self.write("model.py", b"def f(:\n  return '\xff'\n", "wb")
+    self.assertEqual(self.run_main("--in-place", path), (0, "", ""))
+
+  @parameterized.named_parameters(("fifo", os.mkfifo), ("device", None))
+  def test_non_regular_files_are_skipped_with_a_message(self, make):
+    if make is None:
+      path = os.path.join(self.dir, "null.py")
+      os.symlink(os.devnull, path)
+    else:
+      path = os.path.join(self.dir, "pipe.py")
+      make(path)
+    good = self.write("good.py", _LEGACY)
+    status, _, err = self.run_main("--in-place", self.dir)
+    kind = "p" if make else "c"
+    self.assertEqual((status, err), (2, f"{path}: cannot read: not a regular "
+                                         f"file ({kind}): skipped\n"))
+    self.assertEqual(self.read(good), _CONVERTED)
+
+  def test_failed_write_leaves_the_file_whole(self):
+    # The converted file is longer than the legacy one; a file-size limit
+    # between the two makes the write fail half-way.
+    path = self.write("train.py", _LEGACY)
+    limit = len(_LEGACY.encode()) + 1
+    self.assertGreater(len(_CONVERTED.encode()), limit)
+    code = ("import resource, signal, sys\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))\n"
+            "from mp_optimizer.migrate import main\n"
+            "sys.exit(main(sys.argv[1:]))\n")
+    run = subprocess.run([sys.executable, "-c", code, "--in-place", path],
+                         env=_env(), capture_output=True, text=True,
+                         timeout=300, check=False)
+    self.assertEqual((run.returncode, run.stdout, run.stderr),
+                     (2, "", f"{path}: cannot write: File too large\n"))
+    self.assertEqual(self.read(path), _LEGACY)
+    self.assertEqual(os.listdir(self.dir), ["train.py"])  # No temporary left.
+
+  def test_in_place_keeps_permissions_and_links(self):
+    real = self.write("real/train.py", _LEGACY)
+    os.chmod(real, 0o750)
+    link = os.path.join(self.dir, "train.py")
+    os.symlink(real, link)
+    self.assertEqual(self.run_main("--in-place", link)[0], 0)
+    self.assertTrue(os.path.islink(link))
+    self.assertEqual(self.read(real), _CONVERTED)
+    self.assertEqual(os.stat(real).st_mode & 0o777, 0o750)
+
+  @parameterized.named_parameters(
+      ("no_path", []), ("unknown_option", ["--fast", "x.py"]))
+  def test_bad_usage_exit_2(self, argv):
+    status, _, err = self.run_main(*argv)
+    self.assertEqual(status, 2)
+    self.assertIn("usage: mp-optimizer-migrate", err)
+
+  def test_missing_path_exit_2_and_the_others_are_processed(self):
+    good = self.write("good.py", _LEGACY)
+    missing = os.path.join(self.dir, "missing.py")
+    status, _, err = self.run_main("--in-place", missing, good)
+    self.assertEqual((status, err), (2, f"{missing}: no such file or directory\n"))
+    self.assertEqual(self.read(good), _CONVERTED)
+
+  def test_directories_are_searched_but_not_hidden_or_installed_code(self):
+    top = self.write("a.py", _LEGACY)
+    nested = self.write("pkg/b.py", _LEGACY)
+    untouched = [self.write(".git/c.py", _LEGACY),
+                 self.write("pkg/notes.txt", _LEGACY),
+                 self.write("env/lib/site-packages/tf.py", _LEGACY),
+                 self.write("venv/lib/d.py", _LEGACY)]
+    self.write("venv/pyvenv.cfg", "home = /usr/bin\n")
+    status, out, _ = self.run_main("--in-place", self.dir)
+    self.assertEqual((status, out), (0, f"rewrote {top}\nrewrote {nested}\n"))
+    self.assertEqual([self.read(p) for p in [top, nested] + untouched],
+                     [_CONVERTED] * 2 + [_LEGACY] * 4)
+
+  def test_diff_of_a_latin_1_file_is_in_latin_1(self):
+    legacy = "# -*- coding: latin-1 -*-\n# r\xe9sum\xe9\n" + _LEGACY
+    path = self.write("latin.py", legacy, "w", encoding="latin-1")
+    status, out, err = self.run_main(path, out_encoding="latin-1")
+    self.assertEqual((status, err), (0, ""))
+    self.assertIn(" # r\xe9sum\xe9\n import tensorflow as tf\n"
+                  "+import mp_optimizer\n", out)
+    patched = subprocess.run(["patch", "-p0", "--dry-run"], input=out.encode(
+        "latin-1"), cwd="/", capture_output=True, check=False)
+    self.assertEqual(patched.returncode, 0, patched.stderr)
+
+  @parameterized.named_parameters(("jobs_1", "1"), ("jobs_2", "2"))
+  def test_output_in_file_order_whatever_the_jobs(self, jobs):
+    paths = [self.write(f"m{i}/train.py", _LEGACY) for i in range(6)]
+    status, out, _ = self.run_main("--jobs", jobs, self.dir)
+    self.assertEqual(status, 0)
+    headers = [line[4:] for line in out.splitlines() if line.startswith("+++")]
+    self.assertEqual(headers, paths)
+
+  @parameterized.named_parameters(
+      ("one_hundred_files", 100, []),
+      ("one_hundred_and_one", 101, [26, 51, 76, 101]))
+  def test_progress_on_stderr_for_big_trees(self, count, shown):
+    for i in range(count):
+      self.write(f"zoo/m{i:03d}.py", "import numpy as np\n")
+    status, _, err = self.run_main(self.dir)
+    self.assertEqual(status, 0)
+    self.assertEqual(err.splitlines(), [
+        f"mp-optimizer-migrate: {done}/{count} files" for done in shown])
+
+  def test_bad_jobs_exit_2(self):
+    self.assertEqual(self.run_main("--jobs", "0", self.dir),
+                     (2, "", "mp-optimizer-migrate: --jobs must be >= 1, got 0\n"))
+
+  def test_encoding_and_line_endings_are_kept(self):
+    legacy = "# -*- coding: latin-1 -*-\n# r\xe9sum\xe9\n" + _LEGACY
+    path = self.write("latin.py", legacy.replace("\n", "\r\n"), "w",
+                      encoding="latin-1", newline="")
+    self.assertEqual(self.run_main("--in-place", path)[0], 0)
+    with open(path, "rb") as f:
+      written = f.read()
+    expected = "# -*- coding: latin-1 -*-\n# r\xe9sum\xe9\n" + _CONVERTED
+    self.assertEqual(written, expected.replace("\n", "\r\n").encode("latin-1"))
+
+  def test_console_script_is_declared(self):
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore")
+      import setuptools  # pylint: disable=import-outside-toplevel,unused-import
+      from distutils import core  # pylint: disable=import-outside-toplevel
+      dist = core.run_setup(str(ROOT / "setup.py"), stop_after="init")
+    self.assertEqual(dist.entry_points["console_scripts"],
+                     ["mp-optimizer-migrate = mp_optimizer.migrate:main"])
+    libcst, = [r for r in dist.install_requires if r.startswith("libcst")]
+    self.assertEqual(set(libcst[len("libcst"):].split(",")), {">=1.1", "<2"})
+
+
+# How each entry point starts the command line: `python -m`, and what the
+# wrapper pip writes for the console script does.
+ENTRY_POINTS = {
+    "module": ["-m", "mp_optimizer.migrate"],
+    "console_script": ["-c", "import sys; from mp_optimizer.migrate import "
+                       "main; sys.exit(main())"],
+}
+# action -> (its arguments, text its stdout must contain). Each runs in a
+# directory that holds a legacy train.py.
+ACTIONS = {
+    "help": (["--help"], "usage: mp-optimizer-migrate"),
+    "diff": (["train.py"], "\n+opt = mp_optimizer.LossScaleOptimizer("),
+}
+# Top-level packages that are TensorFlow or import it.
+_WITH_TENSORFLOW = frozenset({"tensorflow", "keras", "tf_keras", "managers"})
+
+
+def _env():
+  """The environment for a child that must import this checkout."""
+  return dict(os.environ, PYTHONPATH=os.pathsep.join(
+      [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+
+
+def _split_importtime(stderr):
+  """Splits a `python -X importtime` stderr: (modules imported, other text)."""
+  modules, other = set(), []
+  for line in stderr.splitlines():
+    if line.startswith("import time:"):
+      modules.add(line.rpartition("|")[2].strip())
+    else:
+      other.append(line)
+  return modules, "\n".join(other)
+
+
+class NoTensorFlowTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("module_help", "module", "help"),
+      ("module_diff", "module", "diff"),
+      ("console_script_help", "console_script", "help"),
+      ("console_script_diff", "console_script", "diff"))
+  def test_command_line_does_not_import_tensorflow(self, entry_point, action):
+    directory = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, directory)
+    with open(os.path.join(directory, "train.py"), "w") as f:
+      f.write(_LEGACY)
+    argv, shown = ACTIONS[action]
+    env = _env()
+    # The child starts no process of its own; on timeout run() kills it.
+    run = subprocess.run(
+        [sys.executable, "-X", "importtime", *ENTRY_POINTS[entry_point], *argv],
+        cwd=directory, env=env, capture_output=True, text=True, timeout=300,
+        check=False)
+    imported, errors = _split_importtime(run.stderr)
+    self.assertEqual(run.returncode, 0, errors)
+    self.assertIn(shown, run.stdout)
+    self.assertContainsSubset({"libcst", "mp_optimizer.migrate.cli"}, imported)
+    self.assertEmpty({m.split(".")[0] for m in imported} & _WITH_TENSORFLOW)
+    self.assertEmpty([m for m in imported if m.startswith("mp_optimizer.") and
+                      not m.startswith("mp_optimizer.migrate")])
