@@ -221,7 +221,12 @@ class ExpressionPass(cst.CSTTransformer):
       self._check_wrapped(original, target)
     position = self._resolve.position(original.func).end
     bracket = position.column + len(source_text(original.whitespace_after_func))
-    return layout.realign(original, updated, bracket)
+    statement = original
+    while not isinstance(statement, (cst.SimpleStatementLine,
+                                     cst.BaseCompoundStatement)):
+      statement = self._resolve.parent(statement)
+    indent = self._resolve.position(statement).start.column
+    return layout.realign(original, updated, bracket, indent)
 
   def _is_scale_object(self, node: cst.BaseExpression) -> bool:
     """Whether `node` names a legacy manager or loss scale made here."""
