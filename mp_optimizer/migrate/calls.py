@@ -1,6 +1,6 @@
-"""Calls of legacy names whose arguments change meaning, and how they flow.
+"""Arguments of legacy calls whose meaning changes, and what to do about it.
 
-The expression pass hands each call of a legacy name here:
+`flow.LegacyCalls` applies these rules to each call of a legacy name:
 
 * Step counts written as float literals (`incr_every_n_steps=1000.0`,
   `increment_period=1e3`) become ints when whole; contrib failed on them at
@@ -17,7 +17,7 @@ The expression pass hands each call of a legacy name here:
   graph rewrite together with a loss-scale object is reported.
 """
 
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, List, Optional
 
 import libcst as cst
 
@@ -109,45 +109,3 @@ def fixed_scale_notice(call: cst.Call, target: names.Target, managers: str,
   return (f"{maybe}the fixed scale `loss_scale={shown}` " + _FIXED_SKIPS +
           f"`loss_scale={managers}.FixedLossScale({shown}, "
           "skip_nonfinite_steps=False)`")
-
-
-class Flow:
-  """What each name was last bound to, per function, in source order.
-
-  The expression pass calls `bind` as it leaves each assignment and asks
-  `bound` about a name used later in the same function (or module).
-  """
-
-  def __init__(self):
-    self._scopes: List[Dict[str, List[Tuple[str, int, cst.CSTNode]]]] = [{}]
-
-  def enter_scope(self) -> None:
-    self._scopes.append({})
-
-  def leave_scope(self) -> None:
-    self._scopes.pop()
-
-  def bind(self, name: str, kind: str, line: int, block: cst.CSTNode) -> None:
-    """Records `name = <a `kind` value>` made on `line` in `block`."""
-    self._scopes[-1].setdefault(name, []).append((kind, line, block))
-
-  def bound(self, name: str, kinds: Set[str],
-            blocks: Optional[Set[int]] = None) -> Optional[int]:
-    """The line where `name` was last bound to one of `kinds`, if it was.
-
-    Args:
-      name: The name, as written.
-      kinds: The kinds of value asked about.
-      blocks: If given, only bindings made in one of these blocks (ids of
-        the blocks around the use) count: they ran before it on every path.
-    """
-    for kind, line, block in reversed(self._scopes[-1].get(name, [])):
-      if blocks is not None and id(block) not in blocks:
-        continue
-      return line if kind in kinds else None
-    return None
-
-  def ever(self, name: str, kind: str) -> Optional[int]:
-    """The first line where `name` was bound to a `kind` value, if any."""
-    lines = [line for k, line, _ in self._scopes[-1].get(name, []) if k == kind]
-    return lines[0] if lines else None

@@ -6,7 +6,7 @@
 2. `expressions.ExpressionPass`: dotted legacy references are rewritten.
 3. `findings.FindingsPass`: what no rewrite can fix is reported.
 4. `imports.rewrite_imports`: legacy imports are rewritten or dropped.
-5. `imports.add_imports`: the packages the new code refers to are imported.
+5. `new_imports.add`: the packages the new code refers to are imported.
 """
 
 from typing import List, Tuple
@@ -18,6 +18,7 @@ from mp_optimizer.migrate import expressions
 from mp_optimizer.migrate import findings
 from mp_optimizer.migrate import imports
 from mp_optimizer.migrate import names
+from mp_optimizer.migrate import new_imports
 from mp_optimizer.migrate import resolve
 
 
@@ -45,6 +46,6 @@ def convert(source: str) -> Tuple[str, List[findings.Finding]]:
   wrapper.visit(findings_pass)
   module = imports.rewrite_imports(module)
   if expression_pass.needed:
-    module = imports.add_imports(module, expression_pass.needed, refs)
+    module = new_imports.add(module, expression_pass.needed, refs)
   found = set(expression_pass.findings) | set(findings_pass.findings)
   return module.code, sorted(found, key=lambda f: (f.line, f.reason))

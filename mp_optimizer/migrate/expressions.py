@@ -14,9 +14,8 @@ from typing import Dict, List, Optional, Set
 
 import libcst as cst
 
-from mp_optimizer.migrate import calls
 from mp_optimizer.migrate import findings
-from mp_optimizer.migrate import layout
+from mp_optimizer.migrate import flow
 from mp_optimizer.migrate import names
 from mp_optimizer.migrate import resolve
 from mp_optimizer.migrate.resolve import source_text
@@ -51,7 +50,8 @@ class ExpressionPass(cst.CSTTransformer):
     self.needed: Set[str] = set()
     self.converted_tf_names = False
     self._resolve = resolve.Resolver(self.get_metadata)
-    self._flow = calls.Flow()
+    self._calls = flow.LegacyCalls(self._resolve, refs["managers"],
+                                   self._report)
 
   def _report(self, node: cst.CSTNode, reason: str,
               needs_human: bool = True) -> None:
@@ -171,102 +171,21 @@ class ExpressionPass(cst.CSTTransformer):
   # Calls of legacy names and what flows into them --------------------------
 
   def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-    self._flow.enter_scope()
+    self._calls.enter_scope()
 
   def leave_FunctionDef(self, original, updated):
-    self._flow.leave_scope()
+    self._calls.leave_scope()
     return updated
 
   def leave_Assign(self, original: cst.Assign, updated: cst.Assign):
-    kind = self._kind(original.value)
-    line = self._resolve.parent(original)
-    for target in original.targets:
-      if isinstance(target.target, (cst.Name, cst.Attribute)):
-        self._flow.bind(source_text(target.target), kind,
-                        self._resolve.line(original), self._resolve.parent(line))
+    self._calls.bind(original)
     return updated
-
-  def _kind(self, value: cst.BaseExpression) -> str:
-    """"wrapped", "keras" (an optimizer) or "other"."""
-    if not isinstance(value, cst.Call):
-      return "other"
-    target = names.LEGACY_NAMES.get(self._resolve.legacy_path(value.func) or "")
-    if target is not None and target.name in calls.WRAPPERS:
-      return "wrapped"
-    if target is not None and target.package == "managers":
-      return "scale"
-    if calls.is_keras_optimizer(self._resolve.paths(value.func)):
-      return "keras"
-    return "other"
-
-  def _blocks_around(self, node: cst.CSTNode):
-    """Ids of the blocks that hold `node`, up to its function or module."""
-    blocks = set()
-    while not isinstance(node, (cst.Module, cst.FunctionDef)):
-      node = self._resolve.parent(node)
-      if isinstance(node, (cst.IndentedBlock, cst.SimpleStatementSuite,
-                           cst.Module)):
-        blocks.add(id(node))
-    return blocks
-
-  def _legacy_call(self, original: cst.Call, updated: cst.Call,
-                   target: names.Target) -> cst.Call:
-    report = lambda reason: self._report(original, reason)  # pylint: disable=unnecessary-lambda-assignment
-    updated = calls.fix_step_counts(updated, target, report)
-    notice = calls.fixed_scale_notice(
-        original, target, self.refs["managers"], self._is_scale_object)
-    if notice:
-      self._report(original, notice, needs_human=False)
-    if target.name in calls.WRAPPERS:
-      self._check_wrapped(original, target)
-    position = self._resolve.position(original.func).end
-    bracket = position.column + len(source_text(original.whitespace_after_func))
-    statement = original
-    while not isinstance(statement, (cst.SimpleStatementLine,
-                                     cst.BaseCompoundStatement)):
-      statement = self._resolve.parent(statement)
-    indent = self._resolve.position(statement).start.column
-    return layout.realign(original, updated, bracket, indent)
-
-  def _is_scale_object(self, node: cst.BaseExpression) -> bool:
-    """Whether `node` names a legacy manager or loss scale made here."""
-    return isinstance(node, (cst.Name, cst.Attribute)) and self._flow.bound(
-        source_text(node), {"scale"}) is not None
-
-  def _check_wrapped(self, call: cst.Call, target: names.Target) -> None:
-    """Reports an optimizer wrapped twice, or a Keras one with a scale object."""
-    arg = calls.argument(call, 0, "opt")
-    if arg is None:
-      return
-    opt, text = arg.value, source_text(arg.value)
-    line = None
-    if isinstance(opt, cst.Call) and self._kind(opt) == "wrapped":
-      line = self._resolve.line(opt)
-    elif isinstance(opt, (cst.Name, cst.Attribute)):
-      line = self._flow.bound(text, {"wrapped"}, self._blocks_around(call))
-    if line is not None:
-      self._report(call, f"`{text}` is already wrapped for loss scaling (line "
-                   f"{line}) and is wrapped again here by "
-                   f"`{target.name}`: the replacement refuses to wrap twice "
-                   "(TensorFlow scaled the loss twice); keep one wrapper")
-      return
-    scale = calls.argument(call, 1, "loss_scale")
-    keras = (self._kind(opt) == "keras" or
-             isinstance(opt, (cst.Name, cst.Attribute)) and
-             self._flow.ever(text, "keras") is not None)
-    if (target.name == "enable_mixed_precision_graph_rewrite" and keras and
-        scale is not None and isinstance(scale.value, (cst.Name, cst.Attribute, cst.Call))):
-      self._report(call, f"`{text}` is a Keras optimizer and "
-                   f"`{source_text(scale.value)}` a loss-scale object: Keras's "
-                   "LossScaleOptimizer takes \"dynamic\" or a number here; "
-                   "use tf.keras.mixed_precision.LossScaleOptimizer(opt, "
-                   "initial_scale=..., dynamic_growth_steps=...)")
 
   def leave_Call(self, original: cst.Call, updated: cst.Call):
     target = names.LEGACY_NAMES.get(
         self._resolve.legacy_path(original.func) or "")
     if target is not None and self._context(original.func) != "keras":
-      return self._legacy_call(original, updated, target)
+      return self._calls.legacy_call(original, updated, target)
     if len(original.args) < 2 or not self._getattr_owner(
         original.args[0].value):
       return updated
