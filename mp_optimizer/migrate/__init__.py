@@ -11,7 +11,8 @@ directories, virtualenvs and site-packages are skipped). Every use of
 `tensorflow_core`) was imported under; the imports the new code needs are
 added, and everything else in the file (layout, comments) is kept. By default
 a unified diff is printed (apply it with `patch -p0`); `--in-place` writes the
-files. A file that spells no legacy name is not parsed at all.
+files. A file that cannot refer to the legacy API (it does not spell both
+`tensorflow` and a legacy name) is not parsed at all.
 
 What cannot be converted safely is printed to stderr as `file:line: reason`;
 a documented difference the converted code now has is printed as

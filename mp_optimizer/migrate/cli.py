@@ -3,9 +3,9 @@
     mp-optimizer-migrate [--in-place] [--jobs N] PATH...
     python -m mp_optimizer.migrate [--in-place] [--jobs N] PATH...
 
-A file that spells no legacy name is never parsed (`names.might_use_legacy`);
-the rest are converted by up to `--jobs` worker processes, and their output
-is printed in file order. Trees of more than 100 files show a progress line
+A file that cannot refer to the legacy API is never parsed
+(`names.might_use_legacy`); the rest are converted by up to `--jobs` worker
+processes, and their output is printed in file order. Trees of more than 100 files show a progress line
 on stderr.
 """
 

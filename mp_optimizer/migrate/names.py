@@ -95,10 +95,12 @@ def _build_names() -> Dict[str, Target]:
 
 LEGACY_NAMES: Dict[str, Target] = _build_names()
 
-# Every legacy name contains `LossScale` or `mixed_precision`; so does every
-# legacy module but `train.experimental`, which is reported only when reached
-# by `getattr` (or a star import). A file with none of these spellings has
-# nothing to convert or report, and is never parsed.
+# A file refers to the legacy API only through an import that spells
+# `tensorflow` (or `tensorflow_core`). Every legacy name contains `LossScale`
+# or `mixed_precision`; so does every legacy module but `train.experimental`,
+# which is reported only when reached by `getattr` (or a star import). A file
+# without these spellings has nothing to convert or report: it is never
+# parsed.
 _MENTIONS = re.compile(
     rb"mixed_precision|LossScale|train\.experimental|import\s+experimental|"
     rb"[\"']experimental[\"']|import\s*\*")
@@ -111,7 +113,7 @@ def might_use_legacy(source: bytes) -> bool:
     source: The bytes of a Python file in an ASCII-compatible encoding (all
       that Python accepts).
   """
-  return _MENTIONS.search(source) is not None
+  return b"tensorflow" in source and _MENTIONS.search(source) is not None
 
 
 # Modules whose every public member is a legacy name. The contrib ones (the
