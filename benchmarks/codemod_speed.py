@@ -4,7 +4,8 @@
 
 It writes its own inputs into a temporary folder (no network) and times the
 command line in a fresh interpreter, as a user runs it (diff mode, stdout
-thrown away), reporting wall time and the child's peak memory:
+thrown away), reporting wall time, the CPU time of the command and its
+workers (what a busy machine does not inflate), and peak memory:
 
 * one 50,000-line module that uses no legacy API (a long generated model
   file: layers, configs, input pipelines), target < 1 s;
@@ -145,22 +146,29 @@ def write_zoo(folder: str, files: int = 600, lines: int = 150_000,
   return root, total, legacy_files
 
 
-def time_command(paths: List[str], extra: List[str]) -> Tuple[float, float, int]:
-  """Runs the command line on `paths`; returns (seconds, peak MiB, status)."""
+def time_command(paths: List[str],
+                 extra: List[str]) -> Tuple[float, float, float, int]:
+  """Runs the command line on `paths`.
+
+  Returns:
+    (wall seconds, CPU seconds of the command and its workers, peak MiB of
+    the largest of them, exit status).
+  """
   env = dict(os.environ, PYTHONPATH=os.pathsep.join(
       [ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
   code = ("import resource, subprocess, sys\n"
           "run = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL,\n"
           "                     stderr=subprocess.DEVNULL)\n"
-          "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
-          "print(run.returncode, peak)\n")
+          "usage = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+          "print(run.returncode, usage.ru_maxrss,\n"
+          "      usage.ru_utime + usage.ru_stime)\n")
   argv = [sys.executable, "-m", "mp_optimizer.migrate", *extra, *paths]
   start = time.perf_counter()
   out = subprocess.run([sys.executable, "-c", code, *argv], env=env,
                        capture_output=True, text=True, check=True).stdout
   seconds = time.perf_counter() - start
-  status, peak_kib = (int(v) for v in out.split())
-  return seconds, peak_kib / 1024, status
+  status, peak_kib, cpu = out.split()
+  return seconds, float(cpu), int(peak_kib) / 1024, int(status)
 
 
 def main() -> None:
@@ -180,13 +188,13 @@ def main() -> None:
         (f"tree, 600 files, {zoo_lines:,} lines, {legacy} with legacy API",
          [zoo], 15.0),
     ]
-    print(f"mp-optimizer-migrate speed ({os.cpu_count()} CPUs, "
-          f"Python {sys.version.split()[0]})")
+    print(f"mp-optimizer-migrate speed ({os.cpu_count()} CPUs, load "
+          f"{os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]})")
     for label, paths, target in cases:
       runs = [time_command(paths, extra) for _ in range(args.repeat)]
-      seconds, peak, status = min(runs)
-      print(f"  {label}: {seconds:.2f} s, peak {peak:.0f} MiB, exit {status} "
-            f"(target < {target:g} s)")
+      seconds, cpu, peak, status = min(runs)
+      print(f"  {label}: {seconds:.2f} s wall, {cpu:.2f} s CPU, peak "
+            f"{peak:.0f} MiB, exit {status} (target < {target:g} s wall)")
   finally:
     shutil.rmtree(folder)
 

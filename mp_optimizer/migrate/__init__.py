@@ -35,12 +35,27 @@ to through imports and aliases), `expressions` (rewrites legacy references),
 TensorFlow nor `mp_optimizer`'s own TensorFlow code is imported.
 """
 
+import importlib
+
 from mp_optimizer.migrate.cli import main
-from mp_optimizer.migrate.codemod import convert
-from mp_optimizer.migrate.findings import Finding
+
+# Loaded on first use: they need libcst, which the command line imports only
+# when a file mentions the legacy API.
+_LAZY = {"Finding": "mp_optimizer.migrate.findings",
+         "convert": "mp_optimizer.migrate.codemod"}
 
 __all__ = [
     "Finding",
     "convert",
     "main",
 ]
+
+
+def __getattr__(name):
+  if name in _LAZY:
+    return getattr(importlib.import_module(_LAZY[name]), name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+  return sorted(set(globals()) | set(__all__))

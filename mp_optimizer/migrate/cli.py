@@ -116,7 +116,7 @@ def _pool(jobs: int, files_to_convert: int):
   if jobs < 2 or files_to_convert < _PARALLEL_FROM:
     return _Serial()
   context = multiprocessing.get_context("forkserver")
-  context.set_forkserver_preload(["mp_optimizer.migrate.files"])
+  context.set_forkserver_preload(["mp_optimizer.migrate.codemod"])
   return concurrent.futures.ProcessPoolExecutor(
       min(jobs, files_to_convert), mp_context=context)
 
