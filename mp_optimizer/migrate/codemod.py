@@ -38,7 +38,9 @@ def convert(source: str) -> Tuple[str, List[findings.Finding]]:
   """
   if not names.might_use_legacy(source.encode("utf-8", "surrogatepass")):
     return source, []  # Nothing to convert or report: not even parsed.
-  wrapper = metadata.MetadataWrapper(cst.parse_module(source))
+  # The tree is ours alone: no need for the wrapper's defensive deep copy.
+  wrapper = metadata.MetadataWrapper(cst.parse_module(source),
+                                     unsafe_skip_copy=True)
   refs = resolve.package_refs(wrapper)
   expression_pass = expressions.ExpressionPass(refs)
   module = wrapper.visit(expression_pass)

@@ -64,6 +64,13 @@ class _ImportPass(cst.CSTTransformer):
     super().__init__()
     self._used = used
 
+  def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+    # Only the statements themselves change: expressions are not entered.
+    return False
+
+  def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> bool:
+    return False
+
   def leave_SimpleStatementLine(self, original, updated):
     body, changed = self._rewrite_body(updated.body)
     if not changed:
