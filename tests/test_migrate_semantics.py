@@ -61,6 +61,20 @@ CASES = [
      "opt = mp_optimizer.MixedPrecisionLossScaleOptimizer(\n"
      "    opt, FLAGS.loss_scale)\n",
      [_notice(2, "FLAGS.loss_scale", maybe=True)]),
+    ("scale_from_a_helper",  # flags_core.get_loss_scale: "dynamic" or 128.
+     TF + "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, loss_scale=get_loss_scale(FLAGS))\n",
+     TF + "import mp_optimizer\n"
+     "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, loss_scale=get_loss_scale(FLAGS))\n",
+     [_notice(2, "get_loss_scale(FLAGS)", maybe=True)]),
+    ("keras_optimizer_number_or_dynamic_no_notice",
+     TF + "opt = tf.keras.optimizers.Adam()\n"
+     "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, loss_scale=get_loss_scale(FLAGS))\n",
+     TF + "import mp_optimizer\nopt = tf.keras.optimizers.Adam()\n"
+     "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, loss_scale=get_loss_scale(FLAGS))\n", []),
     ("dynamic_by_name_no_notice",
      TF + "s = tf.train.experimental.DynamicLossScale()\n"
      "opt = tf.train.experimental.MixedPrecisionLossScaleOptimizer(opt, s)\n"

@@ -7,7 +7,8 @@
   graph build (int32 counters). Any other float is reported.
 * A fixed scale of TensorFlow's own API (`FixedLossScale(128)`, a number given
   as `loss_scale`) now skips NaN/Inf steps, where TensorFlow applied them: a
-  notice names the spelling that keeps TensorFlow's behaviour.
+  notice names the spelling that keeps TensorFlow's behaviour. (Not for a
+  Keras optimizer: Keras's LossScaleOptimizer wraps it, as TF's did.)
 * An optimizer wrapped twice in the same function (`opt =
   enable_mixed_precision_graph_rewrite(opt)` then `LossScaleOptimizer(opt,
   manager)`) is reported: the replacement refuses an optimizer that is
@@ -84,8 +85,9 @@ def fixed_scale_notice(call: cst.Call, target: names.Target, managers: str,
     call: A call of a legacy name, as written.
     target: What it refers to.
     managers: The name the file reaches the `managers` package by.
-    is_scale_object: Whether an expression names a legacy loss-scale object
-      (a `FixedLossScale` has its own notice where it is made).
+    is_scale_object: Whether an expression makes or names a legacy
+      loss-scale object (a `FixedLossScale` has its own notice where it is
+      made).
   """
   if target.family != names.TF:
     return None
@@ -98,9 +100,8 @@ def fixed_scale_notice(call: cst.Call, target: names.Target, managers: str,
                          "enable_mixed_precision_graph_rewrite"):
     return None
   scale = argument(call, 1, "loss_scale")
-  if scale is None or isinstance(scale.value, cst.Call) or is_scale_object(
-      scale.value):
-    return None  # "dynamic" by default; a call is a loss-scale object.
+  if scale is None or is_scale_object(scale.value):
+    return None  # "dynamic" by default; a loss-scale object speaks for itself.
   if isinstance(scale.value, (cst.SimpleString, cst.ConcatenatedString)):
     return None  # "dynamic" is the only string accepted.
   shown = source_text(scale.value)

@@ -94,12 +94,15 @@ class LegacyCalls:
     """Returns the rewritten call of a legacy name; reports what it must."""
     updated = calls.fix_step_counts(
         updated, target, lambda reason: self._report(original, reason))
-    notice = calls.fixed_scale_notice(original, target, self._managers,
-                                      self._is_scale_object)
+    opt = calls.argument(original, 0, "opt")
+    keras = opt is not None and self._is_keras(opt.value)
+    # A Keras optimizer is wrapped by Keras's LossScaleOptimizer, as TF did.
+    notice = None if keras else calls.fixed_scale_notice(
+        original, target, self._managers, self._is_scale_object)
     if notice:
       self._report(original, notice, needs_human=False)
     if target.name in calls.WRAPPERS:
-      self._check_wrapped(original, target)
+      self._check_wrapped(original, target, keras)
     position = self._resolve.position(original.func).end
     bracket = position.column + len(source_text(original.whitespace_after_func))
     statement = original
@@ -110,11 +113,19 @@ class LegacyCalls:
     return layout.realign(original, updated, bracket, indent)
 
   def _is_scale_object(self, node: cst.BaseExpression) -> bool:
-    """Whether `node` names a legacy manager or loss scale made here."""
+    """Whether `node` makes or names a legacy manager or loss scale."""
+    if isinstance(node, cst.Call):
+      return self._kind(node) == "scale"
     return isinstance(node, _NAMED) and self._bound(
         source_text(node), {"scale"}) is not None
 
-  def _check_wrapped(self, call: cst.Call, target: names.Target) -> None:
+  def _is_keras(self, opt: cst.BaseExpression) -> bool:
+    """Whether `opt` makes, or names something once bound to, a Keras one."""
+    return self._kind(opt) == "keras" or (
+        isinstance(opt, _NAMED) and self._ever(source_text(opt), "keras"))
+
+  def _check_wrapped(self, call: cst.Call, target: names.Target,
+                     keras: bool) -> None:
     """Reports an optimizer wrapped twice, or a Keras one with a scale object."""
     arg = calls.argument(call, 0, "opt")
     if arg is None:
@@ -132,11 +143,8 @@ class LegacyCalls:
                    "the loss twice); keep one wrapper")
       return
     scale = calls.argument(call, 1, "loss_scale")
-    keras = self._kind(opt) == "keras" or (
-        isinstance(opt, _NAMED) and self._ever(text, "keras"))
     if (target.name == "enable_mixed_precision_graph_rewrite" and keras and
-        scale is not None and (isinstance(scale.value, cst.Call) or
-                               self._is_scale_object(scale.value))):
+        scale is not None and self._is_scale_object(scale.value)):
       self._report(call, f"`{text}` is a Keras optimizer and "
                    f"`{source_text(scale.value)}` a loss-scale object: Keras's "
                    "LossScaleOptimizer takes \"dynamic\" or a number here; "
