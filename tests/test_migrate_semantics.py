@@ -68,6 +68,15 @@ CASES = [
      "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
      "    opt, loss_scale=get_loss_scale(FLAGS))\n",
      [_notice(2, "get_loss_scale(FLAGS)", maybe=True)]),
+    ("code_quoted_on_one_line",
+     TF + "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, loss_scale=get_loss_scale(FLAGS,\n"
+     "                                   default='dynamic'))\n",
+     TF + "import mp_optimizer\n"
+     "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, loss_scale=get_loss_scale(FLAGS,\n"
+     "                                   default='dynamic'))\n",
+     [_notice(2, "get_loss_scale(FLAGS, default='dynamic')", maybe=True)]),
     ("keras_optimizer_number_or_dynamic_no_notice",
      TF + "opt = tf.keras.optimizers.Adam()\n"
      "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"

@@ -38,7 +38,8 @@ class Finding:
 
   Attributes:
     line: The line of the input it is on (1-based).
-    reason: What is wrong and, where there is one, what to do instead.
+    reason: What is wrong and, where there is one, what to do instead; one
+      line (code quoted from several lines is joined with single spaces).
     needs_human: True for a finding (the code may not do what it did); False
       for a notice: the converted code works, with a documented difference
       that the reason spells out with the way to keep the old behaviour.
@@ -46,6 +47,9 @@ class Finding:
   line: int
   reason: str
   needs_human: bool = True
+
+  def __post_init__(self):
+    object.__setattr__(self, "reason", " ".join(self.reason.split()))
 
 
 def unknown_contrib_member(path: str) -> str:
