@@ -181,6 +181,8 @@ def main() -> None:
                       help="runs per case; the fastest is reported")
   parser.add_argument("--jobs", type=int, default=None,
                       help="passed on as --jobs (default: the command's own)")
+  parser.add_argument("--only", choices=["file", "tree"], default=None,
+                      help="run one of the two cases")
   args = parser.parse_args()
   extra = [] if args.jobs is None else ["--jobs", str(args.jobs)]
   folder = tempfile.mkdtemp()
@@ -188,10 +190,11 @@ def main() -> None:
     big, big_lines = write_big_file(folder)
     zoo, zoo_lines, legacy = write_zoo(folder)
     cases = [
-        (f"one file, {big_lines:,} lines, no legacy API", [big], 1.0),
-        (f"tree, 600 files, {zoo_lines:,} lines, {legacy} with legacy API",
-         [zoo], 15.0),
+        ("file", f"one file, {big_lines:,} lines, no legacy API", [big], 1.0),
+        ("tree", f"tree, 600 files, {zoo_lines:,} lines, {legacy} with "
+         "legacy API", [zoo], 15.0),
     ]
+    cases = [case[1:] for case in cases if args.only in (None, case[0])]
     print(f"mp-optimizer-migrate speed ({os.cpu_count()} CPUs, load "
           f"{os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]})")
     # Workers' CPU time is lost with the fork server that reaps them, so CPU
