@@ -7,11 +7,9 @@ to TensorFlow running the original where TensorFlow still can, or the exact
 `file:line: reason` lines for what must not be converted silently.
 """
 
-import importlib.util
 import os
 import pathlib
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -20,11 +18,11 @@ import numpy as np
 import tensorflow as tf
 
 import mp_optimizer
+from tests import converted_files
 from tests import harness
 
 v1 = tf.compat.v1
 FIXTURES = pathlib.Path(__file__).resolve().parent / "migrate_fixtures"
-ROOT = FIXTURES.parents[1]
 _SKIPS = ("now skips steps with NaN/Inf gradients where TensorFlow applied "
           "them; to keep TensorFlow's behaviour write ")
 # Fixture -> the exact stderr lines of the conversion ({} is the file).
@@ -48,47 +46,16 @@ MESSAGES = {
 }
 
 
-def _run(argv):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONDONTWRITEBYTECODE="1",
-             PYTHONPATH=os.pathsep.join(
-                 [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-  # The children start no process of their own; on timeout run() kills them.
-  run = subprocess.run(argv, env=env, capture_output=True, text=True,
-                       timeout=600, check=False)
-  return run.returncode, run.stdout, run.stderr
-
-
-def _load(path: pathlib.Path, name: str):
-  spec = importlib.util.spec_from_file_location(name, path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
 def _regression(seed=0):
   rng = np.random.RandomState(seed)
   features = rng.normal(size=(32, 4)).astype(np.float32)
   return features, features @ rng.normal(size=(4, 1)).astype(np.float32)
 
 
-class ConvertedBehaviourTest(parameterized.TestCase):
+class ConvertedBehaviourTest(converted_files.ConvertedFilesTest):
 
-  @classmethod
-  def setUpClass(cls):
-    super().setUpClass()
-    cls.dir = pathlib.Path(tempfile.mkdtemp())
-    for name in MESSAGES:
-      shutil.copy(FIXTURES / name, cls.dir)
-    cls.migrate = _run([sys.executable, "-m", "mp_optimizer.migrate",
-                        "--in-place", str(cls.dir)])
-
-  @classmethod
-  def tearDownClass(cls):
-    shutil.rmtree(cls.dir)
-    super().tearDownClass()
-
-  def converted(self, name):
-    return _load(self.dir / name, "converted_" + name[:-3])
+  SOURCE = FIXTURES
+  NAMES = tuple(MESSAGES)
 
   def test_command_prints_exactly_the_notices_and_findings(self):
     status, _, err = self.migrate
@@ -97,7 +64,7 @@ class ConvertedBehaviourTest(parameterized.TestCase):
     self.assertEqual((status, err.splitlines()), (1, expected))
 
   def test_imports_land_after_the_environment_is_set(self):
-    status, out, err = _run([sys.executable,
+    status, out, err = converted_files.run([sys.executable,
                              str(self.dir / "environment_first.py")])
     self.assertEqual(status, 0, err)
     first, final = (float(v) for v in out.split()[2::3])
@@ -116,8 +83,8 @@ class ConvertedBehaviourTest(parameterized.TestCase):
     path = self.dir / f"fixed_scale_{len(extra)}.py"
     path.write_text(text.replace("FixedLossScale(128)",
                                  f"FixedLossScale(128{extra})"))
-    ours = self._fixed_scale_weights(_load(path, path.stem))
-    theirs = self._fixed_scale_weights(_load(FIXTURES / "fixed_scale.py",
+    ours = self._fixed_scale_weights(converted_files.load(path, path.stem))
+    theirs = self._fixed_scale_weights(converted_files.load(FIXTURES / "fixed_scale.py",
                                              "legacy_fixed_scale"))
     self.assertEqual([bool(np.all(np.isfinite(w))) for w in ours], finite)
     np.testing.assert_array_equal(ours[1], theirs[1])  # The finite step.
