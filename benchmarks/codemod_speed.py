@@ -20,7 +20,6 @@ Targets are printed next to the numbers; nothing here fails a build.
 
 import argparse
 import os
-import resource
 import shutil
 import subprocess
 import sys
