@@ -7,6 +7,7 @@
 #   make test    the installed-wheel check, then the test suite on
 #                TensorFlow 2.21 and on TensorFlow 2.15
 #   make bench   overhead benchmarks (writes BENCHMARKS.md)
+#   make bench-codemod  mp-optimizer-migrate on a big file and a model-zoo tree
 #   make soak    20,000-step soak run
 #   make test-horovod  TF 2.15 + Horovod built from source (about 12 minutes)
 
@@ -18,7 +19,7 @@ PYTEST_ARGS ?=
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo bert-demo test test-package test-horovod bench soak venvs clean
+.PHONY: demo bert-demo test test-package test-horovod bench bench-codemod soak venvs clean
 
 # .venv/tf2.21/.ready: a venv with the pinned requirements and this project.
 $(VENV)/tf%/.ready: requirements/tf%.txt setup.py
@@ -89,6 +90,9 @@ test-horovod: $(VENV)/horovod/.ready
 
 bench: $(VENV)/tf$(NEWEST)/.ready
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/overhead.py
+
+bench-codemod: $(VENV)/tf$(NEWEST)/.ready
+	$(VENV)/tf$(NEWEST)/bin/python benchmarks/codemod_speed.py
 
 soak: $(VENV)/tf$(NEWEST)/.ready
 	$(VENV)/tf$(NEWEST)/bin/python -m pytest tests -q -p no:cacheprovider \

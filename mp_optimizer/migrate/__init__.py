@@ -1,39 +1,61 @@
 """`mp-optimizer-migrate`: moves legacy mixed-precision code onto this package.
 
-    mp-optimizer-migrate [--in-place] PATH...
-    python -m mp_optimizer.migrate [--in-place] PATH...
+    mp-optimizer-migrate [--in-place] [--jobs N] PATH...
+    python -m mp_optimizer.migrate [--in-place] [--jobs N] PATH...
 
 Each PATH is a Python file or a directory, searched for `*.py` (hidden
 directories, virtualenvs and site-packages are skipped). Every use of
 `tf.contrib.mixed_precision` and of TensorFlow's own `LossScale`,
 `MixedPrecisionLossScaleOptimizer` and graph-rewrite names is rewritten to
-`mp_optimizer`/`managers`, whatever alias `tensorflow` was imported under; the
-imports the new code needs are added, and everything else in the file (layout,
-comments) is kept. By default a unified diff is printed (apply it with
-`patch -p0`); `--in-place` writes the files.
+`mp_optimizer`/`managers`, whatever alias `tensorflow` (or TF 1.15's
+`tensorflow_core`) was imported under; the imports the new code needs are
+added, and everything else in the file (layout, comments) is kept. By default
+a unified diff is printed (apply it with `patch -p0`); `--in-place` writes the
+files. A file that cannot refer to the legacy API (it does not spell both
+`tensorflow` and a legacy name) is not parsed at all.
 
-What cannot be converted safely is printed to stderr as `file:line: reason`.
-Exit status: 0 when nothing is left to do by hand, 1 when something is, 2 for
-bad usage or a file that cannot be read, parsed or written (the others are
-still processed).
+What cannot be converted safely is printed to stderr as `file:line: reason`;
+a documented difference the converted code now has is printed as
+`file:line: notice: reason`, with the spelling that keeps the old behaviour.
+Exit status: 0 when nothing is left to do by hand (notices may be printed), 1
+when something is, 2 for bad usage or a file that cannot be read, parsed or
+written (the others are still processed).
 
-From Python, `convert(source)` returns the new source and its findings.
+From Python, `convert(source)` returns the new source and its findings
+(`Finding.needs_human` is False for a notice).
 
 The names in `__all__` are the package's interface. Its modules are the
-tool's inner workings, one step each: `cli` (the command line), `codemod`
-(`convert`, the passes in order), `names` (the legacy names and their
-targets), `resolve` (what a name refers to through imports and aliases),
-`expressions` (rewrites legacy references), `findings` (what is left for a
-human) and `imports` (rewrites and adds imports). Neither TensorFlow nor
-`mp_optimizer`'s own TensorFlow code is imported.
+tool's inner workings, one step each: `cli` (the command line), `files` (one
+file read, converted, written), `codemod` (`convert`, the passes in order),
+`names` (the legacy names and their targets), `resolve` (what a name refers
+to through imports and aliases), `expressions` (rewrites legacy references),
+`flow` and `calls` (legacy calls and what flows into their arguments),
+`layout` (continuation lines), `findings` (what is left for a human),
+`imports` (rewrites imports) and `new_imports` (adds them). Neither
+TensorFlow nor `mp_optimizer`'s own TensorFlow code is imported.
 """
 
+import importlib
+
 from mp_optimizer.migrate.cli import main
-from mp_optimizer.migrate.codemod import convert
-from mp_optimizer.migrate.findings import Finding
+
+# Loaded on first use: they need libcst, which the command line imports only
+# when a file mentions the legacy API.
+_LAZY = {"Finding": "mp_optimizer.migrate.findings",
+         "convert": "mp_optimizer.migrate.codemod"}
 
 __all__ = [
     "Finding",
     "convert",
     "main",
 ]
+
+
+def __getattr__(name):
+  if name in _LAZY:
+    return getattr(importlib.import_module(_LAZY[name]), name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+  return sorted(set(globals()) | set(__all__))

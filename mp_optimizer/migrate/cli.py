@@ -1,80 +1,146 @@
 """The command line: finds the files, converts them, prints diffs and findings.
 
-    mp-optimizer-migrate [--in-place] PATH...
-    python -m mp_optimizer.migrate [--in-place] PATH...
+    mp-optimizer-migrate [--in-place] [--jobs N] PATH...
+    python -m mp_optimizer.migrate [--in-place] [--jobs N] PATH...
+
+A file that cannot refer to the legacy API is never parsed
+(`names.might_use_legacy`); the rest are converted by up to `--jobs` worker
+processes, and their output is printed in file order. Trees of more than 100 files show a progress line
+on stderr.
 """
 
 import argparse
-import difflib
-import io
+import concurrent.futures
+import multiprocessing
 import os
 import sys
-import tokenize
-from typing import Iterator, List, Optional, Sequence
+from typing import List, Optional, Sequence, TextIO
 
-import libcst as cst
+from mp_optimizer.migrate import files
+from mp_optimizer.migrate import names
 
-from mp_optimizer.migrate.codemod import convert
-
-_NOT_SEARCHED = ("__pycache__", "site-packages", "dist-packages")
-
-
-def _searched(root: str, directory: str) -> bool:
-  """Skips hidden and cache directories, virtualenvs and installed packages."""
-  return not (directory.startswith(".") or directory in _NOT_SEARCHED or
-              os.path.exists(os.path.join(root, directory, "pyvenv.cfg")))
+# Fewer files than this to convert are not worth starting workers for.
+_PARALLEL_FROM = 4
+PROGRESS_FROM = 101  # Trees of this many files or more show progress.
 
 
-def _python_files(paths: Sequence[str], errors: List[str]) -> Iterator[str]:
-  for path in paths:
-    if os.path.isdir(path):
-      for root, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if _searched(root, d))
-        for name in sorted(files):
-          if name.endswith(".py"):
-            yield os.path.join(root, name)
-    elif os.path.isfile(path):
-      yield path
-    else:
-      errors.append(f"{path}: no such file or directory")
+class _Progress:
+  """`mp-optimizer-migrate: done/total files` on stderr for big trees.
+
+  On a terminal the line is redrawn in place and cleared before any other
+  message; elsewhere (a log) it is printed at each quarter of the way.
+  """
+
+  def __init__(self, total: int, stream: TextIO):
+    self._total, self._stream = total, stream
+    self._shown = total >= PROGRESS_FROM
+    self._tty = self._shown and stream.isatty()
+    self._quarter = 0
+
+  def update(self, done: int) -> None:
+    if not self._shown:
+      return
+    line = f"mp-optimizer-migrate: {done}/{self._total} files"
+    if self._tty:
+      self._stream.write(f"\r{line}\x1b[K")
+    elif done * 4 >= (self._quarter + 1) * self._total:
+      self._quarter = done * 4 // self._total
+      self._stream.write(line + "\n")
+    self._stream.flush()
+
+  def clear(self) -> None:
+    if self._tty:
+      self._stream.write("\r\x1b[K")
 
 
-def _process(path: str, in_place: bool) -> int:
-  """Converts one file, prints its diff and findings; returns its status."""
+def _unreadable(path: str, error: OSError) -> files.Result:
+  return files.Result(2, err=[f"{path}: cannot read: {error.strerror or error}"])
+
+
+def _skip(path: str) -> Optional[files.Result]:
+  """The result for a file that needs no parsing, or None if it does."""
   try:
-    with open(path, "rb") as f:
-      data = f.read()
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    old = data.decode(encoding)
-    new, findings = convert(old)
-  except OSError as e:  # A dangling link, a file gone or not readable.
-    print(f"{path}: cannot read: {e.strerror or e}", file=sys.stderr)
-    return 2
-  except (SyntaxError, UnicodeDecodeError) as e:
-    print(f"{path}:{getattr(e, 'lineno', None) or 1}: cannot read: {e}",
-          file=sys.stderr)
-    return 2
-  except cst.ParserSyntaxError as e:
-    print(f"{path}:{e.editor_line}: cannot parse: {e.message}", file=sys.stderr)
-    return 2
-  for finding in findings:
-    print(f"{path}:{finding.line}: {finding.reason}", file=sys.stderr)
-  if new != old:
-    if in_place:
-      try:
-        with open(path, "w", encoding=encoding, newline="") as f:
-          f.write(new)
-      except OSError as e:
-        print(f"{path}: cannot write: {e.strerror or e}", file=sys.stderr)
-        return 2
-      print(f"rewrote {path}")
+    data = files.read(path)
+  except OSError as e:  # Gone, unreadable, a dangling link, a FIFO.
+    return _unreadable(path, e)
+  return None if names.might_use_legacy(data) else files.Result()
+
+
+def _convert(path: str, in_place: bool) -> files.Result:
+  try:
+    data = files.read(path)
+  except OSError as e:
+    return _unreadable(path, e)
+  return files.process(path, data, in_place)
+
+
+def _print(result: files.Result, progress: _Progress) -> None:
+  if result.err:
+    progress.clear()
+  for line in result.err:
+    print(line, file=sys.stderr)
+  if result.out:
+    stdout = sys.stdout
+    if hasattr(stdout, "buffer"):  # Bytes: a diff in the file's encoding.
+      stdout.flush()
+      stdout.buffer.write(result.out)
+      stdout.buffer.flush()
     else:
-      diff = difflib.unified_diff(old.splitlines(keepends=True),
-                                  new.splitlines(keepends=True), path, path)
-      sys.stdout.writelines(
-          line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
-          for line in diff)
-  return 1 if findings else 0
+      stdout.write(result.out.decode("utf-8", errors="replace"))
+
+
+def _run(paths: List[str], in_place: bool, jobs: int) -> int:
+  progress = _Progress(len(paths), sys.stderr)
+  ready = [_skip(path) for path in paths]
+  todo = [path for path, result in zip(paths, ready) if result is None]
+  status = 0
+  with _pool(jobs, len(todo)) as pool:
+    pending = {path: pool.submit(_convert, path, in_place) for path in todo}
+    for done, (path, result) in enumerate(zip(paths, ready), 1):
+      if result is None:
+        result = pending[path].result()
+      _print(result, progress)
+      status = max(status, result.status)
+      progress.update(done)
+  progress.clear()
+  return status
+
+
+def _pool(jobs: int, files_to_convert: int):
+  """Worker processes, or `_Serial` when there is too little to share out.
+
+  Workers come from a fork server (started clean, with the codemod already
+  imported), never forked from this process, which may hold other threads'
+  locks (a test run that imported TensorFlow).
+  """
+  if jobs < 2 or files_to_convert < _PARALLEL_FROM:
+    return _Serial()
+  context = multiprocessing.get_context("forkserver")
+  context.set_forkserver_preload(["mp_optimizer.migrate.codemod"])
+  return concurrent.futures.ProcessPoolExecutor(
+      min(jobs, files_to_convert), mp_context=context)
+
+
+class _Serial:
+  """An executor that runs each call when its result is asked for."""
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc_info):
+    return False
+
+  def submit(self, fn, *args):
+    return _Call(fn, args)
+
+
+class _Call:
+
+  def __init__(self, fn, args):
+    self._fn, self._args = fn, args
+
+  def result(self):
+    return self._fn(*self._args)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -92,23 +158,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       description=("Rewrite tf.contrib.mixed_precision and TensorFlow's "
                    "LossScale / MixedPrecisionLossScaleOptimizer / graph-rewrite "
                    "names to mp_optimizer and managers."),
-      epilog=("Exit status: 0 nothing left to do by hand; 1 something needs a "
-              "human (see the file:line: reason lines); 2 bad usage or a file "
-              "that cannot be read, parsed or written."))
+      epilog=("Exit status: 0 nothing left to do by hand (notices may be "
+              "printed); 1 something needs a human (see the file:line: reason "
+              "lines); 2 bad usage or a file that cannot be read, parsed or "
+              "written."))
   parser.add_argument("paths", nargs="+", metavar="PATH",
                       help="a Python file or a directory to search for *.py")
   parser.add_argument("--in-place", action="store_true",
                       help="write the files instead of printing a diff")
+  parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                      metavar="N", help="worker processes (default: one per "
+                      "CPU; 1 converts in this process)")
   try:
     args = parser.parse_args(argv)
   except SystemExit as exit_:
     return 2 if exit_.code else 0
+  if args.jobs < 1:
+    print(f"mp-optimizer-migrate: --jobs must be >= 1, got {args.jobs}",
+          file=sys.stderr)
+    return 2
   errors: List[str] = []
-  status = 0
-  for path in _python_files(args.paths, errors):
-    status = max(status, _process(path, args.in_place))
+  paths = list(files.python_files(args.paths, errors))
+  status = _run(paths, args.in_place, args.jobs)
   for error in errors:
     print(error, file=sys.stderr)
     status = 2
   return status
-

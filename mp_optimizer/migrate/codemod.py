@@ -1,10 +1,12 @@
 """`convert()`: one module's source through the passes, in order.
 
+0. `names.might_use_legacy`: a source that spells no legacy name is returned
+   as it is, unparsed.
 1. `resolve.package_refs`: the names `mp_optimizer` and `managers` will go by.
 2. `expressions.ExpressionPass`: dotted legacy references are rewritten.
 3. `findings.FindingsPass`: what no rewrite can fix is reported.
 4. `imports.rewrite_imports`: legacy imports are rewritten or dropped.
-5. `imports.add_imports`: the packages the new code refers to are imported.
+5. `new_imports.add`: the packages the new code refers to are imported.
 """
 
 from typing import List, Tuple
@@ -15,6 +17,8 @@ from libcst import metadata
 from mp_optimizer.migrate import expressions
 from mp_optimizer.migrate import findings
 from mp_optimizer.migrate import imports
+from mp_optimizer.migrate import names
+from mp_optimizer.migrate import new_imports
 from mp_optimizer.migrate import resolve
 
 
@@ -26,12 +30,17 @@ def convert(source: str) -> Tuple[str, List[findings.Finding]]:
 
   Returns:
     The new source (equal to `source` when nothing applies) and the findings
-    that need a human, sorted by line.
+    (those that need a human, and notices), sorted by line.
 
   Raises:
-    libcst.ParserSyntaxError: If `source` does not parse.
+    libcst.ParserSyntaxError: If `source` mentions a legacy name and does not
+      parse.
   """
-  wrapper = metadata.MetadataWrapper(cst.parse_module(source))
+  if not names.might_use_legacy(source.encode("utf-8", "surrogatepass")):
+    return source, []  # Nothing to convert or report: not even parsed.
+  # The tree is ours alone: no need for the wrapper's defensive deep copy.
+  wrapper = metadata.MetadataWrapper(cst.parse_module(source),
+                                     unsafe_skip_copy=True)
   refs = resolve.package_refs(wrapper)
   expression_pass = expressions.ExpressionPass(refs)
   module = wrapper.visit(expression_pass)
@@ -39,6 +48,6 @@ def convert(source: str) -> Tuple[str, List[findings.Finding]]:
   wrapper.visit(findings_pass)
   module = imports.rewrite_imports(module)
   if expression_pass.needed:
-    module = imports.add_imports(module, expression_pass.needed, refs)
+    module = new_imports.add(module, expression_pass.needed, refs)
   found = set(expression_pass.findings) | set(findings_pass.findings)
   return module.code, sorted(found, key=lambda f: (f.line, f.reason))

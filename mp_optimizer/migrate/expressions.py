@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Set
 import libcst as cst
 
 from mp_optimizer.migrate import findings
+from mp_optimizer.migrate import flow
 from mp_optimizer.migrate import names
 from mp_optimizer.migrate import resolve
 from mp_optimizer.migrate.resolve import source_text
@@ -49,9 +50,13 @@ class ExpressionPass(cst.CSTTransformer):
     self.needed: Set[str] = set()
     self.converted_tf_names = False
     self._resolve = resolve.Resolver(self.get_metadata)
+    self._calls = flow.LegacyCalls(self._resolve, refs["managers"],
+                                   self._report)
 
-  def _report(self, node: cst.CSTNode, reason: str) -> None:
-    self.findings.append(findings.Finding(self._resolve.line(node), reason))
+  def _report(self, node: cst.CSTNode, reason: str,
+              needs_human: bool = True) -> None:
+    self.findings.append(findings.Finding(self._resolve.line(node), reason,
+                                          needs_human))
 
   def _ref(self, package: str, name: str, like=None) -> cst.Attribute:
     self.needed.add(package)
@@ -133,12 +138,6 @@ class ExpressionPass(cst.CSTTransformer):
                    "replacement works with tf.compat.v1 optimizers only; use "
                    "tf.keras.mixed_precision here")
       return updated
-    if (target.name == "enable_mixed_precision_graph_rewrite" and
-        self._wraps_keras_optimizer(original)):
-      self._report(original, f"{label} wraps a Keras optimizer: the "
-                   "replacement takes tf.compat.v1 optimizers only; use "
-                   "tf.keras.mixed_precision.LossScaleOptimizer")
-      return updated
     if is_tf and context == "type check":
       self._report(original, f"{label} in a type check now means "
                    f"{target.package}.{target.name}: objects made by "
@@ -153,14 +152,6 @@ class ExpressionPass(cst.CSTTransformer):
         self._resolve.legacy_path(original.value) in names.CONTRIB_MODULES):
       return updated  # Bound by an import: the import pass rewrites that.
     return self._ref(target.package, target.name, like=original)
-
-  def _wraps_keras_optimizer(self, func: cst.BaseExpression) -> bool:
-    """True for `func(opt, ...)` where the text of `opt` mentions `keras`."""
-    call = self._resolve.parent(func)
-    if not isinstance(call, cst.Call) or call.func is not func:
-      return False
-    optimizer = _argument(call, 0, "opt")
-    return optimizer is not None and "keras" in source_text(optimizer)
 
   def _is_alias_definition(self, node: cst.CSTNode) -> bool:
     assign = self._resolve.parent(node)
@@ -177,7 +168,24 @@ class ExpressionPass(cst.CSTTransformer):
     return _GETATTR in {q.name
                         for q in self._resolve.qualified_names(call.func)}
 
+  # Calls of legacy names and what flows into them --------------------------
+
+  def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+    self._calls.enter_scope()
+
+  def leave_FunctionDef(self, original, updated):
+    self._calls.leave_scope()
+    return updated
+
+  def leave_Assign(self, original: cst.Assign, updated: cst.Assign):
+    self._calls.bind(original)
+    return updated
+
   def leave_Call(self, original: cst.Call, updated: cst.Call):
+    target = names.LEGACY_NAMES.get(
+        self._resolve.legacy_path(original.func) or "")
+    if target is not None and self._context(original.func) != "keras":
+      return self._calls.legacy_call(original, updated, target)
     if len(original.args) < 2 or not self._getattr_owner(
         original.args[0].value):
       return updated
@@ -203,16 +211,3 @@ class ExpressionPass(cst.CSTTransformer):
       self._report(original, f"dynamic getattr on `{path}`: the codemod "
                    f"cannot tell which name is meant; {_BY_HAND}")
     return updated
-
-
-
-def _argument(call: cst.Call, position: int,
-              keyword: str) -> Optional[cst.BaseExpression]:
-  """The expression `call` passes as `keyword` (or at `position`), if any."""
-  for index, arg in enumerate(call.args):
-    if arg.keyword is not None:
-      if arg.keyword.value == keyword:
-        return arg.value
-    elif index == position and not arg.star:
-      return arg.value
-  return None

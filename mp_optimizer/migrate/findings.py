@@ -22,18 +22,34 @@ from mp_optimizer.migrate.resolve import source_text
 # does not.
 _VARIABLE_ONLY = frozenset({"assign", "assign_add", "assign_sub", "load",
                             "initializer"})
+# The function forms: `tf.assign(ref, value)` and the like.
+_ASSIGN_FUNCTIONS = frozenset(
+    f"{package}{compat}.{name}" for package in ("tensorflow", "tensorflow_core")
+    for compat in ("", ".compat.v1")
+    for name in ("assign", "assign_add", "assign_sub"))
+_RETURNS_VALUE = ("contrib's get_loss_scale() returned the scale variable, "
+                  "the replacement returns its value: take the variable from "
+                  "the manager's variables()")
 
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
-  """Something a human has to look at.
+  """Something a human has to look at, or a notice to read.
 
   Attributes:
     line: The line of the input it is on (1-based).
-    reason: What is wrong and, where there is one, what to do instead.
+    reason: What is wrong and, where there is one, what to do instead; one
+      line (code quoted from several lines is joined with single spaces).
+    needs_human: True for a finding (the code may not do what it did); False
+      for a notice: the converted code works, with a documented difference
+      that the reason spells out with the way to keep the old behaviour.
   """
   line: int
   reason: str
+  needs_human: bool = True
+
+  def __post_init__(self):
+    object.__setattr__(self, "reason", " ".join(self.reason.split()))
 
 
 def unknown_contrib_member(path: str) -> str:
@@ -156,10 +172,7 @@ class FindingsPass(cst.CSTVisitor):
     value = node.value
     if attr in _VARIABLE_ONLY and isinstance(value, cst.Call) and isinstance(
         value.func, cst.Attribute) and value.func.attr.value == "get_loss_scale":
-      self._report(node, "contrib's get_loss_scale() returned the scale "
-                   "variable, the replacement returns its value: take the "
-                   "variable from the manager's variables()",
-                   only_if_legacy=True)
+      self._report(node, _RETURNS_VALUE, only_if_legacy=True)
     elif attr.startswith("_") and not attr.startswith("__") and (
         attr in names.DISTINCTIVE_PRIVATE or receiver in self._legacy_objects
         or (receiver == "self" and self._classes and self._classes[-1]
@@ -168,6 +181,16 @@ class FindingsPass(cst.CSTVisitor):
       self._report(node, f"`{receiver}.{attr}` is private to the legacy class "
                    "and the replacement has no such attribute" +
                    (f"; use {hint}" if hint else ""), only_if_legacy=True)
+
+  def visit_Call(self, node: cst.Call) -> None:
+    """`tf.assign(manager.get_loss_scale(), v)` and its like."""
+    func = {q.name for q in self._resolve.qualified_names(node.func)}
+    if not func & _ASSIGN_FUNCTIONS or not node.args:
+      return
+    ref = node.args[0].value
+    if isinstance(ref, cst.Call) and isinstance(ref.func, cst.Attribute) and (
+        ref.func.attr.value == "get_loss_scale"):
+      self._report(node, _RETURNS_VALUE, only_if_legacy=True)
 
   def leave_SimpleString(self, original_node: cst.SimpleString) -> None:
     value = original_node.evaluated_value

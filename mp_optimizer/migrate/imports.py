@@ -1,14 +1,12 @@
 """The import pass: imports of legacy modules and names, rewritten in place.
 
-It runs after the expression pass, on the module that pass returned, and adds
-the imports the rewritten code needs.
+It runs after the expression pass, on the module that pass returned;
+`new_imports` then adds the imports the rewritten code needs.
 """
 
-from typing import Dict, Iterable, Set
+from typing import Set
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
 
 from mp_optimizer.migrate import names
 from mp_optimizer.migrate.resolve import source_text
@@ -28,29 +26,6 @@ def rewrite_imports(module: cst.Module) -> cst.Module:
   collector = _NameCollector()
   module.visit(collector)
   return module.visit(_ImportPass(collector.found))
-
-
-def add_imports(module: cst.Module, packages: Iterable[str],
-                refs: Dict[str, str]) -> cst.Module:
-  """Adds `import package` (as `refs[package]`) for each of `packages`.
-
-  libcst's `AddImportsVisitor` places them among the module's top-level
-  imports and skips any that is already there.
-
-  Args:
-    module: The module to add imports to.
-    packages: "mp_optimizer" and/or "managers".
-    refs: The name each package is reached by in the rewritten code.
-
-  Returns:
-    The module with the imports added.
-  """
-  context = CodemodContext()
-  for package in sorted(packages):
-    ref = refs[package]
-    AddImportsVisitor.add_needed_import(
-        context, package, asname=None if ref == package else ref)
-  return AddImportsVisitor(context).transform_module(module)
 
 
 class _NameCollector(cst.CSTVisitor):
@@ -88,6 +63,13 @@ class _ImportPass(cst.CSTTransformer):
   def __init__(self, used: Set[str]):
     super().__init__()
     self._used = used
+
+  def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+    # Only the statements themselves change: expressions are not entered.
+    return False
+
+  def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> bool:
+    return False
 
   def leave_SimpleStatementLine(self, original, updated):
     body, changed = self._rewrite_body(updated.body)
@@ -131,8 +113,9 @@ class _ImportPass(cst.CSTTransformer):
       dotted = source_text(alias.name)
       bound = alias.asname.name.value if alias.asname else None
       if bound is None and names.is_contrib_path(dotted):
-        if "tensorflow" in self._used:  # `import a.b.c` also binds `a`.
-          kept.append(alias.with_changes(name=cst.Name("tensorflow")))
+        package = dotted.split(".")[0]
+        if package in self._used:  # `import a.b.c` also binds `a`.
+          kept.append(alias.with_changes(name=cst.Name(package)))
       elif bound and dotted in names.CONTRIB_MODULES:
         extra.append(_from_import("mp_optimizer", [cst.ImportAlias(
             cst.Name("contrib"), asname=cst.AsName(cst.Name(bound)))]))

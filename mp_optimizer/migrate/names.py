@@ -11,6 +11,7 @@ imported `tensorflow` under.
 """
 
 import dataclasses
+import re
 from typing import Dict, FrozenSet, Optional, Set
 
 CONTRIB = "contrib"
@@ -49,18 +50,22 @@ _TF_TARGETS = {
 _MANAGER_NAMES = ("LossScaleManager", "FixedLossScaleManager",
                   "ExponentialUpdateLossScaleManager")
 
-# The two spellings of contrib's public module; its private modules (and
+# TF 1.15 and 2.0 installed the real package as `tensorflow_core`, and code
+# of that time imported from it directly.
+_PACKAGES = ("tensorflow", "tensorflow_core")
+# The spellings of contrib's public module; its private modules (and
 # everything else of contrib's) live below them.
 _CONTRIB_ROOTS = tuple(
-    f"{root}.contrib.mixed_precision"
-    for root in ("tensorflow", "tensorflow.compat.v1"))
+    f"{package}{compat}.contrib.mixed_precision"
+    for package in _PACKAGES for compat in ("", ".compat.v1"))
 # TensorFlow's public namespaces that held its own loss-scale names.
 _TF_NAMESPACES = tuple(
-    f"{root}.{module}"
-    for root in ("tensorflow", "tensorflow.compat.v1", "tensorflow.compat.v2")
+    f"{package}{compat}.{module}"
+    for package in _PACKAGES for compat in ("", ".compat.v1", ".compat.v2")
     for module in ("train.experimental", "mixed_precision",
                    "mixed_precision.experimental"))
-_TF_PRIVATE = "tensorflow.python.training.experimental"
+_TF_PRIVATES = tuple(f"{package}.python.training.experimental"
+                     for package in _PACKAGES)
 
 
 def _build_names() -> Dict[str, Target]:
@@ -76,18 +81,40 @@ def _build_names() -> Dict[str, Target]:
   for module in _TF_NAMESPACES:
     for name, package in _TF_TARGETS.items():
       names[f"{module}.{name}"] = Target(package, name, TF)
-  for name in ("LossScale", "FixedLossScale", "DynamicLossScale"):
-    names[f"{_TF_PRIVATE}.loss_scale.{name}"] = Target("managers", name, TF)
-  names[f"{_TF_PRIVATE}.loss_scale_optimizer.MixedPrecisionLossScaleOptimizer"] = (
-      Target("mp_optimizer", "MixedPrecisionLossScaleOptimizer", TF))
-  for name in ("enable_mixed_precision_graph_rewrite",
-               "disable_mixed_precision_graph_rewrite"):
-    names[f"{_TF_PRIVATE}.mixed_precision.{name}_v1"] = Target(
-        "mp_optimizer", name, TF)
+  for private in _TF_PRIVATES:
+    for name in ("LossScale", "FixedLossScale", "DynamicLossScale"):
+      names[f"{private}.loss_scale.{name}"] = Target("managers", name, TF)
+    names[f"{private}.loss_scale_optimizer.MixedPrecisionLossScaleOptimizer"] = (
+        Target("mp_optimizer", "MixedPrecisionLossScaleOptimizer", TF))
+    for name in ("enable_mixed_precision_graph_rewrite",
+                 "disable_mixed_precision_graph_rewrite"):
+      names[f"{private}.mixed_precision.{name}_v1"] = Target(
+          "mp_optimizer", name, TF)
   return names
 
 
 LEGACY_NAMES: Dict[str, Target] = _build_names()
+
+# A file refers to the legacy API only through an import that spells
+# `tensorflow` (or `tensorflow_core`). Every legacy name contains `LossScale`
+# or `mixed_precision`; so does every legacy module but `train.experimental`,
+# which is reported only when reached by `getattr` (or a star import). A file
+# without these spellings has nothing to convert or report: it is never
+# parsed.
+_MENTIONS = re.compile(
+    rb"mixed_precision|LossScale|train\.experimental|import\s+experimental|"
+    rb"[\"']experimental[\"']|import\s*\*")
+
+
+def might_use_legacy(source: bytes) -> bool:
+  """False if `source` (a file's bytes) cannot refer to the legacy API.
+
+  Args:
+    source: The bytes of a Python file in an ASCII-compatible encoding (all
+      that Python accepts).
+  """
+  return b"tensorflow" in source and _MENTIONS.search(source) is not None
+
 
 # Modules whose every public member is a legacy name. The contrib ones (the
 # roots and their two private modules, `...python.loss_scale_manager` and

@@ -65,7 +65,11 @@ class Resolver:
 
   def line(self, node: cst.CSTNode) -> int:
     """Returns the line `node` starts on."""
-    return self._get_metadata(metadata.PositionProvider, node).start.line
+    return self.position(node).start.line
+
+  def position(self, node: cst.CSTNode) -> metadata.CodeRange:
+    """Returns where `node` starts and ends (lines 1-based, columns 0-based)."""
+    return self._get_metadata(metadata.PositionProvider, node)
 
   def paths(self, node: cst.CSTNode) -> List[str]:
     """Returns the imported dotted paths `node` may refer to, sorted."""

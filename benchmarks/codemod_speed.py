@@ -1,0 +1,218 @@
+"""How fast `mp-optimizer-migrate` goes through big files and whole trees.
+
+    python benchmarks/codemod_speed.py [--repeat 1] [--jobs N]
+
+It writes its own inputs into a temporary folder (no network) and times the
+command line in a fresh interpreter, as a user runs it (diff mode, stdout
+thrown away), reporting wall time, peak memory, and the CPU time of the
+same work in one process (`--jobs 1`; what a busy machine does not inflate):
+
+* one 50,000-line module that uses no legacy API (a long generated model
+  file: layers, configs, input pipelines), target < 1 s;
+* a model-zoo tree of 600 files and 150,000 lines, in the shape of the public
+  GPU/NPU model zoos: many models, each with its own model, data, utility and
+  training files, where one file in 30 or so builds its optimizer through
+  `tf.contrib.mixed_precision` or the TF graph rewrite (2-3 % of files in the
+  zoos that were measured), target < 15 s on 2 cores.
+
+Targets are printed next to the numbers; nothing here fails a build.
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import List, Tuple
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_HEADER = '''# Copyright the model zoo authors.
+"""{doc}"""
+
+import os
+import numpy as np
+import tensorflow as tf
+
+FLAGS = tf.compat.v1.flags.FLAGS
+'''
+
+# One block of ordinary model code (no legacy name); {i} keeps names unique.
+_BLOCK = '''
+
+def conv_block_{i}(inputs, filters, training, data_format="channels_last"):
+  """Conv-BN-ReLU block number {i}."""
+  x = tf.compat.v1.layers.conv2d(
+      inputs, filters=filters, kernel_size=3, strides=1, padding="same",
+      use_bias=False, data_format=data_format,
+      kernel_initializer=tf.compat.v1.variance_scaling_initializer())
+  x = tf.compat.v1.layers.batch_normalization(
+      x, axis=-1 if data_format == "channels_last" else 1, momentum=0.9,
+      epsilon=1e-5, training=training, fused=True)
+  x = tf.nn.relu(x)
+  shortcut = inputs if inputs.shape[-1] == filters else tf.compat.v1.layers.conv2d(
+      inputs, filters, 1, padding="same", data_format=data_format)
+  return x + shortcut
+
+
+class Config{i}(object):
+  """Hyper-parameters of variant {i}."""
+
+  def __init__(self, learning_rate=0.1, batch_size=256, warmup_steps=1000):
+    self.learning_rate = learning_rate * (1 + {i} % 3)
+    self.batch_size = batch_size
+    self.warmup_steps = warmup_steps
+    self.schedule = {{"decay": 0.96, "every": 10000, "staircase": True}}
+
+  def to_dict(self):
+    return dict(vars(self))
+
+
+def parse_record_{i}(serialized, image_size=224):
+  features = tf.io.parse_single_example(serialized, {{
+      "image/encoded": tf.io.FixedLenFeature([], tf.string),
+      "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+  }})
+  image = tf.image.decode_jpeg(features["image/encoded"], channels=3)
+  image = tf.image.resize(image, [image_size, image_size])
+  label = tf.cast(features["image/class/label"], tf.int32) - 1
+  return tf.cast(image, tf.float32) / 255.0, label
+'''
+
+# The legacy optimizer set-up some training files have.
+_LEGACY = '''
+
+def build_optimizer(loss, learning_rate, use_fp16, use_amp):
+  """Optimizer of the training script, with fp16 loss scaling."""
+  opt = tf.compat.v1.train.MomentumOptimizer(learning_rate, momentum=0.9)
+  if use_amp:
+    opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(
+        opt, loss_scale="dynamic")
+  if use_fp16:
+    manager = tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager(
+        init_loss_scale=2**32, incr_every_n_steps=1000,
+        decr_every_n_nan_or_inf=2, decr_ratio=0.5)
+    opt = tf.contrib.mixed_precision.LossScaleOptimizer(opt, manager)
+  global_step = tf.compat.v1.train.get_or_create_global_step()
+  return opt.minimize(loss, global_step=global_step)
+'''
+
+
+def _module(doc: str, blocks: int, legacy: bool, start: int = 0) -> str:
+  parts = [_HEADER.format(doc=doc)]
+  parts += [_BLOCK.format(i=start + i) for i in range(blocks)]
+  if legacy:
+    parts.append(_LEGACY)
+  return "".join(parts)
+
+
+def _lines(text: str) -> int:
+  return text.count("\n")
+
+
+def write_big_file(folder: str, lines: int = 50_000) -> Tuple[str, int]:
+  """Writes one module of about `lines` lines with no legacy API."""
+  per_block = _lines(_BLOCK.format(i=0))
+  text = _module("A long generated model file.",
+                 max(1, (lines - _lines(_HEADER)) // per_block), legacy=False)
+  path = os.path.join(folder, "big_model.py")
+  with open(path, "w") as f:
+    f.write(text)
+  return path, _lines(text)
+
+
+def write_zoo(folder: str, files: int = 600, lines: int = 150_000,
+              legacy_every: int = 30) -> Tuple[str, int, int]:
+  """Writes a model-zoo tree; returns (root, total lines, legacy files)."""
+  root = os.path.join(folder, "zoo")
+  per_block = _lines(_BLOCK.format(i=0))
+  blocks = max(1, (lines // files - _lines(_HEADER)) // per_block)
+  roles = ["model", "data", "utils", "train", "export", "layers"]
+  total = legacy_files = 0
+  for index in range(files):
+    model = f"model_{index // len(roles):03d}"
+    role = roles[index % len(roles)]
+    legacy = index % legacy_every == legacy_every // 2
+    text = _module(f"{model}: {role}.", blocks, legacy, start=index)
+    path = os.path.join(root, "official", model, f"{role}.py")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+      f.write(text)
+    total += _lines(text)
+    legacy_files += legacy
+  return root, total, legacy_files
+
+
+def _env():
+  return dict(os.environ, PYTHONPATH=os.pathsep.join(
+      [ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+
+
+def time_command(paths: List[str],
+                 extra: List[str]) -> Tuple[float, float, float, int]:
+  """Runs the command line on `paths`.
+
+  Returns:
+    (wall seconds, CPU seconds of the command and its workers, peak MiB of
+    the largest of them, exit status).
+  """
+  env = _env()
+  code = ("import resource, subprocess, sys\n"
+          "run = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL,\n"
+          "                     stderr=subprocess.DEVNULL)\n"
+          "usage = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+          "print(run.returncode, usage.ru_maxrss,\n"
+          "      usage.ru_utime + usage.ru_stime)\n")
+  argv = [sys.executable, "-m", "mp_optimizer.migrate", *extra, *paths]
+  start = time.perf_counter()
+  out = subprocess.run([sys.executable, "-c", code, *argv], env=env,
+                       capture_output=True, text=True, check=True).stdout
+  seconds = time.perf_counter() - start
+  status, peak_kib, cpu = out.split()
+  return seconds, float(cpu), int(peak_kib) / 1024, int(status)
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--repeat", type=int, default=1,
+                      help="runs per case; the fastest is reported")
+  parser.add_argument("--jobs", type=int, default=None,
+                      help="passed on as --jobs (default: the command's own)")
+  parser.add_argument("--only", choices=["file", "tree"], default=None,
+                      help="run one of the two cases")
+  args = parser.parse_args()
+  extra = [] if args.jobs is None else ["--jobs", str(args.jobs)]
+  folder = tempfile.mkdtemp()
+  try:
+    big, big_lines = write_big_file(folder)
+    zoo, zoo_lines, legacy = write_zoo(folder)
+    cases = [
+        ("file", f"one file, {big_lines:,} lines, no legacy API", [big], 1.0),
+        ("tree", f"tree, 600 files, {zoo_lines:,} lines, {legacy} with "
+         "legacy API", [zoo], 15.0),
+    ]
+    cases = [case[1:] for case in cases if args.only in (None, case[0])]
+    print(f"mp-optimizer-migrate speed ({os.cpu_count()} CPUs, load "
+          f"{os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]})")
+    # Workers' CPU time is lost with the fork server that reaps them, so CPU
+    # is measured on a second run in one process where the command has jobs.
+    serial = ["--jobs", "1"] if "--jobs" in subprocess.run(
+        [sys.executable, "-m", "mp_optimizer.migrate", "--help"], env=_env(),
+        capture_output=True, text=True, check=False).stdout else []
+    for label, paths, target in cases:
+      runs = [time_command(paths, extra) for _ in range(args.repeat)]
+      seconds, cpu, peak, status = min(runs)
+      if serial:
+        _, cpu, _, _ = min(time_command(paths, serial)
+                           for _ in range(args.repeat))
+      print(f"  {label}: {seconds:.2f} s wall, {cpu:.2f} s CPU in one "
+            f"process, peak {peak:.0f} MiB, exit {status} "
+            f"(target < {target:g} s wall)")
+  finally:
+    shutil.rmtree(folder)
+
+
+if __name__ == "__main__":
+  main()

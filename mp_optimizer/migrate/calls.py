@@ -1,0 +1,112 @@
+"""Arguments of legacy calls whose meaning changes, and what to do about it.
+
+`flow.LegacyCalls` applies these rules to each call of a legacy name:
+
+* Step counts written as float literals (`incr_every_n_steps=1000.0`,
+  `increment_period=1e3`) become ints when whole; contrib failed on them at
+  graph build (int32 counters). Any other float is reported.
+* A fixed scale of TensorFlow's own API (`FixedLossScale(128)`, a number given
+  as `loss_scale`) now skips NaN/Inf steps, where TensorFlow applied them: a
+  notice names the spelling that keeps TensorFlow's behaviour. (Not for a
+  Keras optimizer: Keras's LossScaleOptimizer wraps it, as TF's did.)
+* An optimizer wrapped twice in the same function (`opt =
+  enable_mixed_precision_graph_rewrite(opt)` then `LossScaleOptimizer(opt,
+  manager)`) is reported: the replacement refuses an optimizer that is
+  already wrapped.
+* A Keras optimizer (`tf.keras.optimizers.Adam()`, also reached through a
+  name, a `from ... import` or an alias such as `tfk = tf.keras`) given to the
+  graph rewrite together with a loss-scale object is reported.
+"""
+
+from typing import Callable, Dict, List, Optional
+
+import libcst as cst
+
+from mp_optimizer.migrate import names
+from mp_optimizer.migrate.resolve import source_text
+
+WRAPPERS = frozenset({"LossScaleOptimizer", "MixedPrecisionLossScaleOptimizer",
+                      "enable_mixed_precision_graph_rewrite"})
+# Legacy name -> {argument: position} of its step counts.
+_STEP_COUNTS: Dict[str, Dict[str, int]] = {
+    "ExponentialUpdateLossScaleManager": {"incr_every_n_steps": 1,
+                                          "decr_every_n_nan_or_inf": 2},
+    "DynamicLossScale": {"increment_period": 1},
+}
+_NUMBERS = (cst.Integer, cst.Float, cst.BinaryOperation, cst.UnaryOperation)
+_FIXED_SKIPS = ("now skips steps with NaN/Inf gradients where TensorFlow "
+                "applied them; to keep TensorFlow's behaviour write ")
+
+
+def argument(call: cst.Call, position: int,
+             keyword: str) -> Optional[cst.Arg]:
+  """The argument `call` passes as `keyword` (or at `position`), if any."""
+  for index, arg in enumerate(call.args):
+    if arg.keyword is not None:
+      if arg.keyword.value == keyword:
+        return arg
+    elif arg.star:
+      return None
+    elif index == position:
+      return arg
+  return None
+
+
+def is_keras_optimizer(paths: List[str]) -> bool:
+  """True if a callee resolving to `paths` makes a Keras optimizer."""
+  return any("keras" in p.split(".") and "optimizers" in p.split(".")
+             for p in paths)
+
+
+def fix_step_counts(call: cst.Call, target: names.Target,
+                    report: Callable[[str], None]) -> cst.Call:
+  """Returns `call` with whole float step counts written as ints."""
+  args = list(call.args)
+  for keyword, position in _STEP_COUNTS.get(target.name, {}).items():
+    arg = argument(call, position, keyword)
+    if arg is None or not isinstance(arg.value, cst.Float):
+      continue
+    value = float(arg.value.value.replace("_", ""))
+    if value.is_integer():
+      args[args.index(arg)] = arg.with_changes(
+          value=cst.Integer(str(int(value))))
+    else:
+      report(f"`{keyword}={arg.value.value}` is not a whole number of steps "
+             "(the counters are integers): write the int you mean")
+  return call.with_changes(args=args)
+
+
+def fixed_scale_notice(call: cst.Call, target: names.Target, managers: str,
+                       is_scale_object: Callable[[cst.BaseExpression], bool]
+                       ) -> Optional[str]:
+  """The notice for a fixed scale of TensorFlow's API in `call`, if any.
+
+  Args:
+    call: A call of a legacy name, as written.
+    target: What it refers to.
+    managers: The name the file reaches the `managers` package by.
+    is_scale_object: Whether an expression makes or names a legacy
+      loss-scale object (a `FixedLossScale` has its own notice where it is
+      made).
+  """
+  if target.family != names.TF:
+    return None
+  if target.name == "FixedLossScale":
+    value = argument(call, 0, "loss_scale_value")
+    shown = source_text(value.value) if value else "..."
+    return (f"`FixedLossScale({shown})` " + _FIXED_SKIPS +
+            f"`{managers}.FixedLossScale({shown}, skip_nonfinite_steps=False)`")
+  if target.name not in ("MixedPrecisionLossScaleOptimizer",
+                         "enable_mixed_precision_graph_rewrite"):
+    return None
+  scale = argument(call, 1, "loss_scale")
+  if scale is None or is_scale_object(scale.value):
+    return None  # "dynamic" by default; a loss-scale object speaks for itself.
+  if isinstance(scale.value, (cst.SimpleString, cst.ConcatenatedString)):
+    return None  # "dynamic" is the only string accepted.
+  shown = source_text(scale.value)
+  maybe = "" if isinstance(scale.value, _NUMBERS) else (
+      f"if `{shown}` is a number, ")
+  return (f"{maybe}the fixed scale `loss_scale={shown}` " + _FIXED_SKIPS +
+          f"`loss_scale={managers}.FixedLossScale({shown}, "
+          "skip_nonfinite_steps=False)`")

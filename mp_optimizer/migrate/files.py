@@ -1,0 +1,162 @@
+"""One file through the codemod: found, read, filtered, converted, written.
+
+`process` is what the command line runs for each file, in this process or in
+a worker; it returns what to print instead of printing, so that the output of
+parallel workers comes out in file order. libcst is imported only once a
+file passes the filter.
+"""
+
+import ast
+import dataclasses
+import difflib
+import io
+import os
+import stat
+import tempfile
+import tokenize
+from typing import Iterator, List, Sequence
+
+from mp_optimizer.migrate import names
+
+_NOT_SEARCHED = ("__pycache__", "site-packages", "dist-packages")
+
+
+@dataclasses.dataclass
+class Result:
+  """What converting one file printed and how it ended.
+
+  Attributes:
+    status: 0 nothing left to do, 1 findings, 2 not read, parsed or written.
+    out: Bytes for stdout (a diff in the file's encoding, or `rewrote`).
+    err: Text for stderr, one `file:line: reason` (or `file: why`) a line.
+  """
+  status: int = 0
+  out: bytes = b""
+  err: List[str] = dataclasses.field(default_factory=list)
+
+
+def _searched(root: str, directory: str) -> bool:
+  """Skips hidden and cache directories, virtualenvs and installed packages."""
+  return not (directory.startswith(".") or directory in _NOT_SEARCHED or
+              os.path.exists(os.path.join(root, directory, "pyvenv.cfg")))
+
+
+def python_files(paths: Sequence[str], errors: List[str]) -> Iterator[str]:
+  """Yields the `.py` files under `paths`; appends missing paths to `errors`."""
+  for path in paths:
+    if os.path.isdir(path):
+      for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if _searched(root, d))
+        for name in sorted(files):
+          if name.endswith(".py"):
+            yield os.path.join(root, name)
+    elif os.path.lexists(path):
+      yield path
+    else:
+      errors.append(f"{path}: no such file or directory")
+
+
+def read(path: str) -> bytes:
+  """Returns the bytes of `path` if it is a regular file (or a link to one).
+
+  Raises:
+    OSError: If it cannot be read, or is a FIFO, a device or a socket (which
+      could block or never end): those are never opened.
+  """
+  mode = os.stat(path).st_mode
+  if not stat.S_ISREG(mode):
+    raise OSError(f"not a regular file ({stat.filemode(mode)[0]}): skipped")
+  with open(path, "rb") as f:
+    return f.read()
+
+
+def _write(path: str, data: bytes) -> None:
+  """Writes `data` to `path` through a temporary file and a rename.
+
+  The temporary file lives in the target's own folder (a rename never crosses
+  file systems) and takes its permissions; a write that fails leaves the
+  original untouched. A symbolic link keeps pointing at the file it did.
+  """
+  target = os.path.realpath(path)
+  folder, name = os.path.split(target)
+  mode = stat.S_IMODE(os.stat(target).st_mode)
+  fd, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp",
+                                   dir=folder)
+  try:
+    with os.fdopen(fd, "wb") as f:
+      f.write(data)
+      f.flush()
+      os.fsync(f.fileno())
+    os.chmod(temporary, mode)
+    os.replace(temporary, target)
+  except BaseException:
+    os.unlink(temporary)
+    raise
+
+
+def _syntax_error_line(text: str, path: str, fallback: int) -> str:
+  """`line: message` of Python's own SyntaxError for `text`, if it has one."""
+  try:
+    ast.parse(text, path)
+  except SyntaxError as e:
+    return f"{e.lineno or fallback}: cannot parse: {e.msg}"
+  except ValueError:  # Null bytes.
+    pass
+  return ""
+
+
+def process(path: str, data: bytes, in_place: bool) -> Result:
+  """Converts one file's `data`; writes it back if `in_place`.
+
+  Args:
+    path: The file's path, for messages and for writing.
+    data: Its bytes, as `read` returned them.
+    in_place: Write the converted file instead of returning a diff.
+
+  Returns:
+    The `Result`.
+  """
+  result = Result()
+  if not names.might_use_legacy(data):
+    return result
+  # libcst takes longer to import than most files take to filter: a run that
+  # finds nothing to parse never loads it.
+  import libcst as cst  # pylint: disable=import-outside-toplevel
+  from mp_optimizer.migrate import codemod  # pylint: disable=import-outside-toplevel
+  try:
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    old = data.decode(encoding)
+    new, findings = codemod.convert(old)
+  except (SyntaxError, UnicodeDecodeError) as e:
+    result.err.append(f"{path}:{getattr(e, 'lineno', None) or 1}: cannot "
+                      f"read: {e}")
+    result.status = 2
+    return result
+  except cst.ParserSyntaxError as e:
+    where = (_syntax_error_line(old, path, e.editor_line) or
+             f"{e.editor_line}: cannot parse: {e.message}")
+    result.err.append(f"{path}:{where}")
+    result.status = 2
+    return result
+  for finding in findings:
+    note = "" if finding.needs_human else "notice: "
+    result.err.append(f"{path}:{finding.line}: {note}{finding.reason}")
+  result.status = 1 if any(f.needs_human for f in findings) else 0
+  if new == old:
+    return result
+  if in_place:
+    try:
+      _write(path, new.encode(encoding))
+    except OSError as e:
+      result.err.append(f"{path}: cannot write: {e.strerror or e}")
+      result.status = 2
+      return result
+    result.out = f"rewrote {path}\n".encode()
+  else:
+    diff = difflib.unified_diff(old.splitlines(keepends=True),
+                                new.splitlines(keepends=True), path, path)
+    text = "".join(line if line.endswith("\n") else
+                   line + "\n\\ No newline at end of file\n" for line in diff)
+    # In the file's own encoding, so that `patch` applies it to the file.
+    result.out = text.encode(encoding, errors="backslashreplace")
+  return result

@@ -1,0 +1,157 @@
+"""Legacy model code converted by mp-optimizer-migrate, then run.
+
+The fixtures in tests/migrate_fixtures/ are written in the shape of public
+model zoos. `python -m mp_optimizer.migrate --in-place` converts copies of
+them; each test then checks what the converted code does on tiny data, next
+to TensorFlow running the original where TensorFlow still can, or the exact
+`file:line: reason` lines for what must not be converted silently.
+"""
+
+import os
+import pathlib
+import shutil
+import sys
+import tempfile
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+import mp_optimizer
+from tests import converted_files
+from tests import harness
+
+v1 = tf.compat.v1
+FIXTURES = pathlib.Path(__file__).resolve().parent / "migrate_fixtures"
+_SKIPS = ("now skips steps with NaN/Inf gradients where TensorFlow applied "
+          "them; to keep TensorFlow's behaviour write ")
+# Fixture -> the exact stderr lines of the conversion ({} is the file).
+MESSAGES = {
+    "environment_first.py": [],
+    "fixed_scale.py": [
+        "{}:20: notice: `FixedLossScale(128)` " + _SKIPS +
+        "`managers.FixedLossScale(128, skip_nonfinite_steps=False)`"],
+    "keras_rewrite.py": [],
+    "needs_a_human.py": [
+        "{}:12: `opt` is already wrapped for loss scaling (line 11) and is "
+        "wrapped again here by `LossScaleOptimizer`: the replacement refuses "
+        "to wrap twice (TensorFlow scaled the loss twice); keep one wrapper",
+        "{}:17: contrib's get_loss_scale() returned the scale variable, the "
+        "replacement returns its value: take the variable from the manager's "
+        "variables()",
+        "{}:21: `incr_every_n_steps=1000.5` is not a whole number of steps "
+        "(the counters are integers): write the int you mean"],
+    "scoped_manager.py": [],
+    "step_counts.py": [],
+}
+
+
+def _regression(seed=0):
+  rng = np.random.RandomState(seed)
+  features = rng.normal(size=(32, 4)).astype(np.float32)
+  return features, features @ rng.normal(size=(4, 1)).astype(np.float32)
+
+
+class ConvertedBehaviourTest(converted_files.ConvertedFilesTest):
+
+  SOURCE = FIXTURES
+  NAMES = tuple(MESSAGES)
+
+  def test_command_prints_exactly_the_notices_and_findings(self):
+    status, _, err = self.migrate
+    expected = [line.format(self.dir / name)
+                for name, lines in sorted(MESSAGES.items()) for line in lines]
+    self.assertEqual((status, err.splitlines()), (1, expected))
+
+  def test_imports_land_after_the_environment_is_set(self):
+    status, out, err = converted_files.run([sys.executable,
+                             str(self.dir / "environment_first.py")])
+    self.assertEqual(status, 0, err)
+    first, final = (float(v) for v in out.split()[2::3])
+    self.assertLess(final, first / 10)
+
+  @parameterized.named_parameters(
+      # Whether the weights stay finite after an initial read, a finite
+      # step, a NaN step and a finite step: the NaN step is skipped (ours as
+      # converted) or applied (TensorFlow's FixedLossScale, and ours with the
+      # notice's spelling).
+      ("as_converted", "", [True, True, True, True]),
+      ("notice_spelling_applied", ", skip_nonfinite_steps=False",
+       [True, True, False, False]))
+  def test_fixed_scale_as_tensorflow_with_the_notice(self, extra, finite):
+    text = (self.dir / "fixed_scale.py").read_text()
+    path = self.dir / f"fixed_scale_{len(extra)}.py"
+    path.write_text(text.replace("FixedLossScale(128)",
+                                 f"FixedLossScale(128{extra})"))
+    ours = self._fixed_scale_weights(converted_files.load(path, path.stem))
+    theirs = self._fixed_scale_weights(converted_files.load(FIXTURES / "fixed_scale.py",
+                                             "legacy_fixed_scale"))
+    self.assertEqual([bool(np.all(np.isfinite(w))) for w in ours], finite)
+    np.testing.assert_array_equal(ours[1], theirs[1])  # The finite step.
+    if extra:  # TensorFlow's weights, NaN for NaN.
+      np.testing.assert_array_equal(np.stack(ours), np.stack(theirs))
+    else:
+      np.testing.assert_array_equal(ours[2], ours[1])  # Skipped: unchanged.
+
+  def _fixed_scale_weights(self, module):
+    """Weights at start, after a finite, a NaN and another finite step."""
+    features, targets = _regression()
+    with tf.Graph().as_default() as graph:
+      x = v1.placeholder(tf.float32, features.shape)
+      _, train_op, weights = module.build(x, targets)
+      with v1.Session(graph=graph) as sess:
+        sess.run(v1.global_variables_initializer())
+        seen = [sess.run(weights)]
+        for batch in (features, features * np.nan, features):
+          sess.run(train_op, {x: batch})
+          seen.append(sess.run(weights))
+    return seen
+
+  @parameterized.named_parameters(
+      # Scale doubles after every 2 finite steps; on a non-finite step
+      # (decr_every_n_nan_or_inf=1) contrib multiplies by decr_ratio=0.8,
+      # TF's DynamicLossScale divides by its multiplier, 2.
+      ("contrib", "contrib_manager", [4.0, 8.0, 8.0, 16.0, 16.0 * 0.8]),
+      ("tf", "tf_loss_scale", [4.0, 8.0, 8.0, 16.0, 8.0]))
+  def test_float_step_counts_run_as_ints(self, make, expected):
+    converted = self.converted("step_counts.py")
+    states = harness.run_manager(lambda: getattr(converted, make)(4.0),
+                                 [True, True, True, True, False])
+    self.assertEqual([s["scale"] for s in states],
+                     [np.float32(v) for v in expected])
+
+  def test_scoped_manager_saves_contrib_keys(self):
+    scoped = self.converted("scoped_manager.py")
+    model_dir = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, model_dir)
+    rng = np.random.RandomState(0)
+    features = rng.normal(size=(64, 5)).astype(np.float32)
+    labels = (features[:, 0] > 0).astype(np.int64)
+    with tf.Graph().as_default() as graph:
+      loss, train_op = scoped.build(features, labels)
+      saver = v1.train.Saver()
+      with v1.Session(graph=graph) as sess:
+        sess.run(v1.global_variables_initializer())
+        first = sess.run(loss)
+        for _ in range(30):
+          sess.run(train_op)
+        last = sess.run(loss)
+        saver.save(sess, os.path.join(model_dir, "model"))
+    self.assertLess(last, first / 2)
+    keys = tf.train.load_checkpoint(model_dir).get_variable_to_dtype_map()
+    self.assertContainsSubset(
+        {"fp16/loss_scale", "fp16/good_steps", "fp16/bad_steps"}, keys)
+
+  def test_keras_optimizer_through_names_trains(self):
+    # Needs mp_optimizer.enable_mixed_precision_graph_rewrite to take Keras
+    # optimizers (it does what TensorFlow's did: Keras's LossScaleOptimizer
+    # around the optimizer, and the graph rewrite turned on).
+    self.addCleanup(mp_optimizer.disable_mixed_precision_graph_rewrite)
+    keras_rewrite = self.converted("keras_rewrite.py")
+    features, targets = _regression()
+    model, opt = keras_rewrite.make_model(4)
+    self.assertIsInstance(opt, tf.keras.mixed_precision.LossScaleOptimizer)
+    history = model.fit(features, targets, epochs=20, batch_size=8, verbose=0)
+    losses = history.history["loss"]
+    self.assertTrue(np.all(np.isfinite(losses)), losses)
+    self.assertLess(losses[-1], losses[0] / 10)

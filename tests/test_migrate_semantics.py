@@ -1,0 +1,261 @@
+"""mp-optimizer-migrate: shapes of real legacy code whose meaning could shift.
+
+Each row is a small file in the shape model zoos wrote it, the converted text
+expected (written by hand from the rules in the codemod's docstrings), and
+the exact findings: `(line, reason, needs_human)`. A notice
+(`needs_human=False`) says out loud what behaves differently and the spelling
+that keeps the old behaviour; a finding needs a human. What the converted
+code then does is run in tests/test_migrate_behaviour.py.
+"""
+
+from absl.testing import parameterized
+
+from mp_optimizer import migrate
+
+TF = "import tensorflow as tf\n"
+TF_MP = TF + "import managers\nimport mp_optimizer\n"
+_SKIPS = ("now skips steps with NaN/Inf gradients where TensorFlow applied "
+          "them; to keep TensorFlow's behaviour write ")
+
+
+def _notice(line, shown, maybe=False, value=None):
+  value = shown if value is None else value
+  return (line, ("if `%s` is a number, " % value if maybe else "") +
+          f"the fixed scale `loss_scale={shown}` " + _SKIPS +
+          f"`loss_scale=managers.FixedLossScale({value}, "
+          "skip_nonfinite_steps=False)`", False)
+
+
+_TWICE = ("`opt` is already wrapped for loss scaling (line {}) and is wrapped "
+          "again here by `{}`: the replacement refuses to wrap twice "
+          "(TensorFlow scaled the loss twice); keep one wrapper")
+_VALUE = ("contrib's get_loss_scale() returned the scale variable, the "
+          "replacement returns its value: take the variable from the "
+          "manager's variables()")
+
+# name, legacy, converted, findings.
+CASES = [
+    # Point 3: TF's fixed scales applied NaN/Inf steps; ours skip them.
+    ("fixed_loss_scale",
+     TF + "s = tf.train.experimental.FixedLossScale(128)\n",
+     TF + "import managers\ns = managers.FixedLossScale(128)\n",
+     [(2, "`FixedLossScale(128)` " + _SKIPS + "`managers.FixedLossScale(128, "
+       "skip_nonfinite_steps=False)`", False)]),
+    ("number_to_the_graph_rewrite",
+     TF + "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, loss_scale=128)\n",
+     TF + "import mp_optimizer\n"
+     "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, loss_scale=128)\n",
+     [_notice(2, "128")]),
+    ("number_to_the_optimizer",
+     TF + "opt = tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer("
+     "opt, 2**15)\n",
+     TF + "import mp_optimizer\n"
+     "opt = mp_optimizer.MixedPrecisionLossScaleOptimizer(opt, 2**15)\n",
+     [_notice(2, "2**15")]),
+    ("flag_that_may_be_a_number",
+     TF + "opt = tf.train.experimental.MixedPrecisionLossScaleOptimizer(\n"
+     "    opt, FLAGS.loss_scale)\n",
+     TF + "import mp_optimizer\n"
+     "opt = mp_optimizer.MixedPrecisionLossScaleOptimizer(\n"
+     "    opt, FLAGS.loss_scale)\n",
+     [_notice(2, "FLAGS.loss_scale", maybe=True)]),
+    ("scale_from_a_helper",  # flags_core.get_loss_scale: "dynamic" or 128.
+     TF + "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, loss_scale=get_loss_scale(FLAGS))\n",
+     TF + "import mp_optimizer\n"
+     "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, loss_scale=get_loss_scale(FLAGS))\n",
+     [_notice(2, "get_loss_scale(FLAGS)", maybe=True)]),
+    ("code_quoted_on_one_line",
+     TF + "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, loss_scale=get_loss_scale(FLAGS,\n"
+     "                                   default='dynamic'))\n",
+     TF + "import mp_optimizer\n"
+     "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, loss_scale=get_loss_scale(FLAGS,\n"
+     "                                   default='dynamic'))\n",
+     [_notice(2, "get_loss_scale(FLAGS, default='dynamic')", maybe=True)]),
+    ("keras_optimizer_number_or_dynamic_no_notice",
+     TF + "opt = tf.keras.optimizers.Adam()\n"
+     "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, loss_scale=get_loss_scale(FLAGS))\n",
+     TF + "import mp_optimizer\nopt = tf.keras.optimizers.Adam()\n"
+     "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, loss_scale=get_loss_scale(FLAGS))\n", []),
+    ("dynamic_by_name_no_notice",
+     TF + "s = tf.train.experimental.DynamicLossScale()\n"
+     "opt = tf.train.experimental.MixedPrecisionLossScaleOptimizer(opt, s)\n"
+     "rw = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
+     "    sgd, 'dynamic')\n",
+     TF_MP + "s = managers.DynamicLossScale()\n"
+     "opt = mp_optimizer.MixedPrecisionLossScaleOptimizer(opt, s)\n"
+     "rw = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
+     "    sgd, 'dynamic')\n", []),
+    ("contrib_fixed_manager_skipped_already",
+     TF + "m = tf.contrib.mixed_precision.FixedLossScaleManager(128)\n",
+     TF + "import managers\nm = managers.FixedLossScaleManager(128)\n", []),
+    # Point 4: float step counts.
+    ("whole_float_step_counts",
+     TF + "m = tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager(\n"
+     "    2**15, 1000.0, decr_every_n_nan_or_inf=2.)\n"
+     "s = tf.train.experimental.DynamicLossScale(increment_period=1e3)\n"
+     "t = tf.train.experimental.DynamicLossScale(2**15, 2_000.0, 2.0)\n",
+     TF + "import managers\n"
+     "m = managers.ExponentialUpdateLossScaleManager(\n"
+     "    2**15, 1000, decr_every_n_nan_or_inf=2)\n"
+     "s = managers.DynamicLossScale(increment_period=1000)\n"
+     "t = managers.DynamicLossScale(2**15, 2000, 2.0)\n", []),
+    ("fractional_step_count",
+     TF + "m = tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager(\n"
+     "    init_loss_scale=2**15, incr_every_n_steps=1e3 / 3)\n"
+     "s = tf.train.experimental.DynamicLossScale(increment_period=2.5)\n",
+     TF + "import managers\n"
+     "m = managers.ExponentialUpdateLossScaleManager(\n"
+     "    init_loss_scale=2**15, incr_every_n_steps=1e3 / 3)\n"
+     "s = managers.DynamicLossScale(increment_period=2.5)\n",
+     [(4, "`increment_period=2.5` is not a whole number of steps (the "
+       "counters are integers): write the int you mean", True)]),
+    # Point 2: one optimizer wrapped twice in the same function.
+    ("wrapped_twice",
+     TF + "def build(opt, manager):\n"
+     "  opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(opt)\n"
+     "  opt = tf.contrib.mixed_precision.LossScaleOptimizer(opt, manager)\n"
+     "  return opt\n",
+     TF + "import mp_optimizer\ndef build(opt, manager):\n"
+     "  opt = mp_optimizer.enable_mixed_precision_graph_rewrite(opt)\n"
+     "  opt = mp_optimizer.LossScaleOptimizer(opt, manager)\n"
+     "  return opt\n",
+     [(4, _TWICE.format(3, "LossScaleOptimizer"), True)]),
+    ("wrapped_twice_nested",
+     TF + "opt = tf.contrib.mixed_precision.LossScaleOptimizer(\n"
+     "    tf.train.experimental.enable_mixed_precision_graph_rewrite(opt), m)\n",
+     TF + "import mp_optimizer\nopt = mp_optimizer.LossScaleOptimizer(\n"
+     "    mp_optimizer.enable_mixed_precision_graph_rewrite(opt), m)\n",
+     [(2, _TWICE.format(3, "LossScaleOptimizer").replace(
+         "`opt` is", "`tf.train.experimental.enable_mixed_precision_graph_"
+         "rewrite(opt)` is"), True)]),
+    ("exclusive_flags_not_reported",  # BERT's use_fp16 / manual_fp16.
+     TF + "def build(opt, manager, use_fp16, manual_fp16):\n"
+     "  if use_fp16:\n"
+     "    opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(opt)\n"
+     "  if manual_fp16:\n"
+     "    opt = tf.contrib.mixed_precision.LossScaleOptimizer(opt, manager)\n"
+     "  return opt\n",
+     TF + "import mp_optimizer\n"
+     "def build(opt, manager, use_fp16, manual_fp16):\n"
+     "  if use_fp16:\n"
+     "    opt = mp_optimizer.enable_mixed_precision_graph_rewrite(opt)\n"
+     "  if manual_fp16:\n"
+     "    opt = mp_optimizer.LossScaleOptimizer(opt, manager)\n"
+     "  return opt\n", []),
+    # Point 1: Keras optimizers reached through a name are converted (the
+    # replacement wraps them as TF did); with a loss-scale object, reported.
+    ("keras_optimizer_through_names",
+     TF + "from tensorflow.keras.optimizers import Adam\ntfk = tf.keras\n"
+     "def build(model):\n  opt = Adam(1e-3)\n"
+     "  opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(opt)\n"
+     "  other = tfk.optimizers.SGD()\n"
+     "  other = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
+     "      other, tf.train.experimental.DynamicLossScale())\n"
+     "  model.compile(optimizer=opt, loss='mse')\n",
+     TF + "from tensorflow.keras.optimizers import Adam\n"
+     "import managers\nimport mp_optimizer\ntfk = tf.keras\n"
+     "def build(model):\n  opt = Adam(1e-3)\n"
+     "  opt = mp_optimizer.enable_mixed_precision_graph_rewrite(opt)\n"
+     "  other = tfk.optimizers.SGD()\n"
+     "  other = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
+     "      other, managers.DynamicLossScale())\n"
+     "  model.compile(optimizer=opt, loss='mse')\n",
+     [(8, "`other` is a Keras optimizer and `tf.train.experimental."
+       "DynamicLossScale()` a loss-scale object: Keras's LossScaleOptimizer "
+       "takes \"dynamic\" or a number here; use "
+       "tf.keras.mixed_precision.LossScaleOptimizer(opt, initial_scale=..., "
+       "dynamic_growth_steps=...)", True)]),
+    # Point 5: forms not recognised before.
+    ("tensorflow_core_imports",
+     "import tensorflow_core as tf\n"
+     "from tensorflow_core.contrib.mixed_precision import LossScaleOptimizer\n"
+     "m = tf.contrib.mixed_precision.FixedLossScaleManager(8)\n"
+     "s = tf.compat.v1.mixed_precision.DynamicLossScale()\n",
+     "import tensorflow_core as tf\nfrom mp_optimizer import LossScaleOptimizer\n"
+     "import managers\nm = managers.FixedLossScaleManager(8)\n"
+     "s = managers.DynamicLossScale()\n", []),
+    ("tensorflow_core_plain_import",
+     "import tensorflow_core.contrib.mixed_precision\n"
+     "m = tensorflow_core.contrib.mixed_precision.FixedLossScaleManager(8)\n"
+     "n = tensorflow_core.constant(1)\n",
+     "import tensorflow_core\nimport managers\n"
+     "m = managers.FixedLossScaleManager(8)\n"
+     "n = tensorflow_core.constant(1)\n", []),
+    ("assign_function_forms",
+     TF + "m = tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager(8, 2)\n"
+     "a = tf.assign(m.get_loss_scale(), 8.0)\n"
+     "b = tf.compat.v1.assign_add(m.get_loss_scale(), 1.0)\n"
+     "c = tf.assign(other, 8.0)\n",
+     TF + "import managers\n"
+     "m = managers.ExponentialUpdateLossScaleManager(8, 2)\n"
+     "a = tf.assign(m.get_loss_scale(), 8.0)\n"
+     "b = tf.compat.v1.assign_add(m.get_loss_scale(), 1.0)\n"
+     "c = tf.assign(other, 8.0)\n",
+     [(3, _VALUE, True), (4, _VALUE, True)]),
+    # Point 6: where imports go; layout.
+    ("imports_after_environment_setup",
+     "import os\nos.environ['TF_ENABLE_AUTO_MIXED_PRECISION'] = '1'\n"
+     "import tensorflow as tf\n\n"
+     "m = tf.contrib.mixed_precision.FixedLossScaleManager(8)\n",
+     "import os\nos.environ['TF_ENABLE_AUTO_MIXED_PRECISION'] = '1'\n"
+     "import tensorflow as tf\nimport managers\n\n"
+     "m = managers.FixedLossScaleManager(8)\n", []),
+    ("no_blank_line_added",
+     '"""Doc."""\nfrom __future__ import print_function\n' + TF +
+     "def f():\n  return tf.train.experimental.DynamicLossScale()\n",
+     '"""Doc."""\nfrom __future__ import print_function\n' + TF +
+     "import managers\ndef f():\n  return managers.DynamicLossScale()\n", []),
+    ("imports_before_first_use_at_import_time",
+     TF + "M = tf.contrib.mixed_precision.FixedLossScaleManager(8)\n"
+     "import numpy as np\n",
+     TF + "import managers\nM = managers.FixedLossScaleManager(8)\n"
+     "import numpy as np\n", []),
+    ("no_import_in_the_file",
+     '"""Doc."""\ndef f(tf1):\n  pass\n'
+     "M = getattr(tf_module.contrib, 'mixed_precision')\n",
+     '"""Doc."""\ndef f(tf1):\n  pass\n'
+     "M = getattr(tf_module.contrib, 'mixed_precision')\n", []),
+    ("aligned_arguments_follow_the_callee",
+     TF + "def build(opt):\n"
+     "  manager = tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager("
+     "init_loss_scale=2**32,\n"
+     + " " * 73 + "# contrib's\n"
+     + " " * 73 + "incr_every_n_steps=1000)\n"
+     "  return tf.contrib.mixed_precision.LossScaleOptimizer(opt,\n"
+     + " " * 55 + "manager)\n",
+     TF + "import managers\nimport mp_optimizer\ndef build(opt):\n"
+     "  manager = managers.ExponentialUpdateLossScaleManager("
+     "init_loss_scale=2**32,\n"
+     + " " * 55 + "# contrib's\n"
+     + " " * 55 + "incr_every_n_steps=1000)\n"
+     "  return mp_optimizer.LossScaleOptimizer(opt,\n"
+     + " " * 41 + "manager)\n", []),
+    ("hanging_indent_kept",
+     TF + "m = tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager(\n"
+     "    init_loss_scale=2**32,\n    incr_every_n_steps=1000)\n",
+     TF + "import managers\nm = managers.ExponentialUpdateLossScaleManager(\n"
+     "    init_loss_scale=2**32,\n    incr_every_n_steps=1000)\n", []),
+]
+
+
+class SemanticsTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(*CASES)
+  def test_converts_and_says_what_changed(self, legacy, expected, found):
+    converted, findings = migrate.convert(legacy)
+    self.assertEqual(converted, expected)
+    self.assertEqual([(f.line, f.reason, f.needs_human) for f in findings],
+                     found)
+
+  @parameterized.named_parameters(*CASES)
+  def test_second_run_changes_nothing(self, legacy, expected, found):
+    del legacy, found
+    self.assertEqual(migrate.convert(expected)[0], expected)

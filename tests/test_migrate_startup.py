@@ -1,0 +1,92 @@
+"""mp-optimizer-migrate starts without TensorFlow, from both entry points.
+
+Checked in a fresh interpreter run with `-X importtime`, which lists every
+module imported.
+"""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from absl.testing import parameterized
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+_LEGACY = ("import tensorflow as tf\n\n"
+           "opt = tf.contrib.mixed_precision.LossScaleOptimizer(opt, manager)\n")
+
+
+def _env():
+  """The environment for a child that must import this checkout."""
+  return dict(os.environ, PYTHONPATH=os.pathsep.join(
+      [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+
+
+# How each entry point starts the command line: `python -m`, and what the
+# wrapper pip writes for the console script does.
+ENTRY_POINTS = {
+    "module": ["-m", "mp_optimizer.migrate"],
+    "console_script": ["-c", "import sys; from mp_optimizer.migrate import "
+                       "main; sys.exit(main())"],
+}
+# action -> (its arguments, text its stdout must contain, modules it must
+# import: libcst only when a file needs parsing). Each runs in a directory
+# that holds a legacy train.py.
+ACTIONS = {
+    "help": (["--help"], "usage: mp-optimizer-migrate",
+             {"mp_optimizer.migrate.cli"}),
+    "diff": (["train.py"], "\n+opt = mp_optimizer.LossScaleOptimizer(",
+             {"mp_optimizer.migrate.cli", "libcst"}),
+}
+# Top-level packages that are TensorFlow or import it.
+_WITH_TENSORFLOW = frozenset({"tensorflow", "keras", "tf_keras", "managers"})
+
+
+def _env():
+  """The environment for a child that must import this checkout."""
+  return dict(os.environ, PYTHONPATH=os.pathsep.join(
+      [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+
+
+def _split_importtime(stderr):
+  """Splits a `python -X importtime` stderr: (modules imported, other text)."""
+  modules, other = set(), []
+  for line in stderr.splitlines():
+    if line.startswith("import time:"):
+      modules.add(line.rpartition("|")[2].strip())
+    else:
+      other.append(line)
+  return modules, "\n".join(other)
+
+
+class NoTensorFlowTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("module_help", "module", "help"),
+      ("module_diff", "module", "diff"),
+      ("console_script_help", "console_script", "help"),
+      ("console_script_diff", "console_script", "diff"))
+  def test_command_line_does_not_import_tensorflow(self, entry_point, action):
+    directory = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, directory)
+    with open(os.path.join(directory, "train.py"), "w") as f:
+      f.write(_LEGACY)
+    argv, shown, needed = ACTIONS[action]
+    env = _env()
+    # The child starts no process of its own; on timeout run() kills it.
+    run = subprocess.run(
+        [sys.executable, "-X", "importtime", *ENTRY_POINTS[entry_point], *argv],
+        cwd=directory, env=env, capture_output=True, text=True, timeout=300,
+        check=False)
+    imported, errors = _split_importtime(run.stderr)
+    self.assertEqual(run.returncode, 0, errors)
+    self.assertIn(shown, run.stdout)
+    self.assertContainsSubset(needed, imported)
+    self.assertEmpty({m.split(".")[0] for m in imported} & _WITH_TENSORFLOW)
+    # `mp_optimizer/__init__.py` runs `_shadowing` (no TensorFlow, checked
+    # above); nothing else of the package may load.
+    self.assertEmpty([m for m in imported if m.startswith("mp_optimizer.") and
+                      not m.startswith("mp_optimizer.migrate") and
+                      m != "mp_optimizer._shadowing"])
