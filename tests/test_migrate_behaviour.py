@@ -31,7 +31,14 @@ MESSAGES = {
     "fixed_scale.py": [
         "{}:20: notice: `FixedLossScale(128)` " + _SKIPS +
         "`managers.FixedLossScale(128, skip_nonfinite_steps=False)`"],
-    "keras_rewrite.py": [],
+    "keras_rewrite.py": [
+        "{}:14: `opt` is a Keras optimizer: TensorFlow 2.x's "
+        "enable_mixed_precision_graph_rewrite (and the replacement, which "
+        "does the same) accepts only Keras 2's legacy optimizers "
+        "(tf.keras.optimizers.legacy, up to TensorFlow 2.15) and raises "
+        "ValueError for any other; for Keras use "
+        "tf.keras.mixed_precision.set_global_policy('mixed_float16'), and "
+        "model.compile wraps the optimizer in Keras's LossScaleOptimizer"],
     "needs_a_human.py": [
         "{}:12: `opt` is already wrapped for loss scaling (line 11) and is "
         "wrapped again here by `LossScaleOptimizer`: the replacement refuses "
@@ -142,16 +149,15 @@ class ConvertedBehaviourTest(converted_files.ConvertedFilesTest):
     self.assertContainsSubset(
         {"fp16/loss_scale", "fp16/good_steps", "fp16/bad_steps"}, keys)
 
-  def test_keras_optimizer_through_names_trains(self):
-    # Needs mp_optimizer.enable_mixed_precision_graph_rewrite to take Keras
-    # optimizers (it does what TensorFlow's did: Keras's LossScaleOptimizer
-    # around the optimizer, and the graph rewrite turned on).
+  def test_keras_optimizer_through_names_fails_as_with_tf(self):
+    # The fixture's `SGD` is not one of Keras 2's legacy optimizers, the only
+    # ones TensorFlow's own rewrite wraps: TF raises ValueError, and so does
+    # the converted call (which is why the codemod reports it).
     self.addCleanup(mp_optimizer.disable_mixed_precision_graph_rewrite)
     keras_rewrite = self.converted("keras_rewrite.py")
-    features, targets = _regression()
-    model, opt = keras_rewrite.make_model(4)
-    self.assertIsInstance(opt, tf.keras.mixed_precision.LossScaleOptimizer)
-    history = model.fit(features, targets, epochs=20, batch_size=8, verbose=0)
-    losses = history.history["loss"]
-    self.assertTrue(np.all(np.isfinite(losses)), losses)
-    self.assertLess(losses[-1], losses[0] / 10)
+    with self.assertRaises(ValueError) as ours:
+      keras_rewrite.make_model(4)
+    with self.assertRaises(ValueError):
+      v1.mixed_precision.enable_mixed_precision_graph_rewrite(
+          tf.keras.optimizers.SGD(learning_rate=0.05))
+    self.assertIn("tf.keras.optimizers.legacy", str(ours.exception))

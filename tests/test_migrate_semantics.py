@@ -18,6 +18,18 @@ _SKIPS = ("now skips steps with NaN/Inf gradients where TensorFlow applied "
           "them; to keep TensorFlow's behaviour write ")
 
 
+def _keras(line, name):
+  """The finding for a Keras optimizer given to the graph rewrite."""
+  return (line, f"`{name}` is a Keras optimizer: TensorFlow 2.x's "
+          "enable_mixed_precision_graph_rewrite (and the replacement, which "
+          "does the same) accepts only Keras 2's legacy optimizers "
+          "(tf.keras.optimizers.legacy, up to TensorFlow 2.15) and raises "
+          "ValueError for any other; for Keras use "
+          "tf.keras.mixed_precision.set_global_policy('mixed_float16'), and "
+          "model.compile wraps the optimizer in Keras's LossScaleOptimizer",
+          True)
+
+
 def _notice(line, shown, maybe=False, value=None):
   value = shown if value is None else value
   return (line, ("if `%s` is a number, " % value if maybe else "") +
@@ -77,13 +89,13 @@ CASES = [
      "    opt, loss_scale=get_loss_scale(FLAGS,\n"
      "                                   default='dynamic'))\n",
      [_notice(2, "get_loss_scale(FLAGS, default='dynamic')", maybe=True)]),
-    ("keras_optimizer_number_or_dynamic_no_notice",
+    ("keras_optimizer_reported_without_fixed_scale_notice",
      TF + "opt = tf.keras.optimizers.Adam()\n"
      "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
      "    opt, loss_scale=get_loss_scale(FLAGS))\n",
      TF + "import mp_optimizer\nopt = tf.keras.optimizers.Adam()\n"
      "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
-     "    opt, loss_scale=get_loss_scale(FLAGS))\n", []),
+     "    opt, loss_scale=get_loss_scale(FLAGS))\n", [_keras(3, "opt")]),
     ("dynamic_by_name_no_notice",
      TF + "s = tf.train.experimental.DynamicLossScale()\n"
      "opt = tf.train.experimental.MixedPrecisionLossScaleOptimizer(opt, s)\n"
@@ -151,7 +163,9 @@ CASES = [
      "    opt = mp_optimizer.LossScaleOptimizer(opt, manager)\n"
      "  return opt\n", []),
     # Point 1: Keras optimizers reached through a name are converted (the
-    # replacement wraps them as TF did); with a loss-scale object, reported.
+    # replacement does what TF did) and reported, since TF 2.x's rewrite
+    # takes only Keras 2's legacy optimizers; with a loss-scale object,
+    # reported as such.
     ("keras_optimizer_through_names",
      TF + "from tensorflow.keras.optimizers import Adam\ntfk = tf.keras\n"
      "def build(model):\n  opt = Adam(1e-3)\n"
@@ -168,7 +182,8 @@ CASES = [
      "  other = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
      "      other, managers.DynamicLossScale())\n"
      "  model.compile(optimizer=opt, loss='mse')\n",
-     [(8, "`other` is a Keras optimizer and `tf.train.experimental."
+     [_keras(6, "opt"),
+      (8, "`other` is a Keras optimizer and `tf.train.experimental."
        "DynamicLossScale()` a loss-scale object: Keras's LossScaleOptimizer "
        "takes \"dynamic\" or a number here; use "
        "tf.keras.mixed_precision.LossScaleOptimizer(opt, initial_scale=..., "

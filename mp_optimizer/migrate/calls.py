@@ -15,7 +15,10 @@
   already wrapped.
 * A Keras optimizer (`tf.keras.optimizers.Adam()`, also reached through a
   name, a `from ... import` or an alias such as `tfk = tf.keras`) given to the
-  graph rewrite together with a loss-scale object is reported.
+  graph rewrite is converted (the replacement does what TensorFlow's did) and
+  reported: TensorFlow 2.x's rewrite takes only Keras 2's legacy optimizers,
+  so such code fails there unless it is moved to Keras's own mixed
+  precision. With a loss-scale object it is reported as such.
 """
 
 from typing import Callable, Dict, List, Optional
@@ -50,6 +53,17 @@ def argument(call: cst.Call, position: int,
     elif index == position:
       return arg
   return None
+
+
+def keras_rewrite_finding(opt_text: str) -> str:
+  """Why a Keras optimizer given to the graph rewrite needs a human."""
+  return (f"`{opt_text}` is a Keras optimizer: TensorFlow 2.x's "
+          "enable_mixed_precision_graph_rewrite (and the replacement, which "
+          "does the same) accepts only Keras 2's legacy optimizers "
+          "(tf.keras.optimizers.legacy, up to TensorFlow 2.15) and raises "
+          "ValueError for any other; for Keras use "
+          "tf.keras.mixed_precision.set_global_policy('mixed_float16'), and "
+          "model.compile wraps the optimizer in Keras's LossScaleOptimizer")
 
 
 def is_keras_optimizer(paths: List[str]) -> bool:

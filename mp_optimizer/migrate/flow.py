@@ -150,3 +150,5 @@ class LegacyCalls:
                    "LossScaleOptimizer takes \"dynamic\" or a number here; "
                    "use tf.keras.mixed_precision.LossScaleOptimizer(opt, "
                    "initial_scale=..., dynamic_growth_steps=...)")
+    elif target.name == "enable_mixed_precision_graph_rewrite" and keras:
+      self._report(call, calls.keras_rewrite_finding(text))
