@@ -64,7 +64,8 @@ class LossScaleOptimizer(Optimizer):
     TypeError: If `opt` or `loss_scale_manager` has the wrong type, or an
       option is not a number.
     ValueError: If `opt` is already a `LossScaleOptimizer` or TF's
-      `MixedPrecisionLossScaleOptimizer`, or an option is out of range.
+      `MixedPrecisionLossScaleOptimizer`, or is a `SyncReplicasOptimizer`
+      (wrap the other way round), or an option is out of range.
   """
 
   def __init__(self, opt: Optimizer,
@@ -82,6 +83,12 @@ class LossScaleOptimizer(Optimizer):
           "`opt` is already TensorFlow's MixedPrecisionLossScaleOptimizer; "
           "wrapping it would scale the loss twice. Pass the optimizer it "
           f"wraps instead, got {opt!r}.")
+    if isinstance(opt, tf.compat.v1.train.SyncReplicasOptimizer):
+      raise ValueError(
+          "`opt` is a SyncReplicasOptimizer, whose chief applies gradients "
+          "from a queue runner that cannot see this step's finite check. Wrap "
+          "the other way round: SyncReplicasOptimizer(LossScaleOptimizer(opt, "
+          f"manager), ...). Got {opt!r}.")
     if not isinstance(opt, Optimizer):
       raise TypeError(
           "`opt` must be a tf.compat.v1.train.Optimizer, got "

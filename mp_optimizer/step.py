@@ -86,6 +86,29 @@ def _apply(strategy, parts: Parts, grads_and_vars, global_step, name, pivot):
   return strategy.group(gating.on_each_replica(strategy, pivot, apply_local, grads))
 
 
+# Ops that hand out SyncReplicasOptimizer's aggregated gradients.
+_SYNC_REPLICAS_TAKES = ("AccumulatorTakeGradient",
+                        "ResourceAccumulatorTakeGradient",
+                        "SparseAccumulatorTakeGradient")
+
+
+def _skip(parts: Parts, grads_and_vars, global_step) -> tf.Operation:
+  """The untaken side: count the skip; under SyncReplicas, end the round.
+
+  SyncReplicasOptimizer's accumulators move to the next round whenever the
+  chief takes their gradients, and the tokens that release the workers carry
+  `global_step`: unless a skipped round advances it too, every later gradient
+  is dropped as stale and the workers wait forever.
+  """
+  grads = [g.values if isinstance(g, tf.IndexedSlices) else g
+           for g, _ in grads_and_vars if g is not None]
+  if global_step is None or not any(
+      g.op.type in _SYNC_REPLICAS_TAKES for g in grads):
+    return parts.skip_counter.add_one()
+  return tf.group(parts.skip_counter.add_one(),
+                  tf.compat.v1.assign_add(global_step, 1))
+
+
 def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
                grads_and_vars: tuple, global_step, name: str) -> tf.Operation:
   """Builds the step described in the module docstring; returns its op."""
@@ -103,7 +126,8 @@ def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
   scale = parts.manager.get_loss_scale()
   if parts.manager.skips_nonfinite_steps:
     finite = managers.all_finite_in_sync(g for g, _ in grads_and_vars)
-    applied = gating.gate(finite, use, parts.skip_counter.add_one)
+    applied = gating.gate(finite, use, lambda: _skip(parts, grads_and_vars,
+                                                     global_step))
     skipped = parts.skip_counter.total()
   else:
     finite = tf.constant(True)

@@ -8,39 +8,15 @@ wrote the scale back would undo a halving made in between. The cluster runs
 under a deadline; every process group is killed when the test ends.
 """
 
-import json
-import os
-
 from absl.testing import parameterized
 import tensorflow as tf
 
 from tests.workers import async_ps
 from tests.workers import launch
+from tests.workers import ps_cluster
 
 TIMEOUT_SECONDS = 115  # Each cluster stays under two minutes.
 OVERFLOWS = 90
-
-
-def run_cluster(add_cleanup, manager: str):
-  out_dir = launch.scratch_dir(add_cleanup)
-  logs = launch.scratch_dir(add_cleanup)
-  ps_port, *worker_ports = launch.free_ports(3)
-  cluster = json.dumps({
-      "ps": [f"{launch.LOOPBACK}:{ps_port}"],
-      "worker": [f"{launch.LOOPBACK}:{port}" for port in worker_ports]})
-  tasks = [("ps", 0), ("worker", 0), ("worker", 1)]
-  processes = [
-      launch.Worker("async_ps.py", [out_dir, cluster, job, str(index),
-                                    manager, str(OVERFLOWS)], logs)
-      for job, index in tasks]
-  finished = launch.wait_all(processes, TIMEOUT_SECONDS)
-  results = {}
-  for index in range(2):
-    path = os.path.join(out_dir, f"worker_{index}.json")
-    if os.path.exists(path):
-      with open(path) as f:
-        results[index] = json.load(f)
-  return finished, results
 
 
 class AsyncParameterServerTest(parameterized.TestCase):
@@ -48,7 +24,9 @@ class AsyncParameterServerTest(parameterized.TestCase):
   @parameterized.named_parameters(("contrib_face", "contrib"),
                                   ("tf2_face", "tf2"))
   def test_every_overflow_halves_the_scale(self, manager):
-    finished, results = run_cluster(self.addCleanup, manager)
+    finished, results = ps_cluster.run(
+        self.addCleanup, "async_ps.py", [manager, str(OVERFLOWS)],
+        TIMEOUT_SECONDS)
     self.assertEqual([f.returncode for f in finished], [0, 0, 0],
                      launch.describe(finished))
     overflowing, clean = results[0], results[1]
