@@ -95,7 +95,8 @@ class ScaleTopTest(parameterized.TestCase):
   def test_unscaled_gradients_are_nan_above_2_126(self):
     def unscaled(scale, grad):
       opt = mp_optimizer.MixedPrecisionLossScaleOptimizer(
-          v1.train.GradientDescentOptimizer(1.0), managers.FixedLossScale(scale))
+          v1.train.GradientDescentOptimizer(1.0),
+          managers.FixedLossScale(scale))
       return opt.get_unscaled_gradients([tf.constant(grad)])
 
     with tf.Graph().as_default() as graph:

@@ -22,10 +22,10 @@ import tensorflow as tf
 
 import managers
 import mp_optimizer
+from tests.workers import ps_cluster
 
 v1 = tf.compat.v1
 START = 2.0**100
-DEADLINE_SECONDS = 100
 
 
 def make_manager(name: str):
@@ -34,20 +34,6 @@ def make_manager(name: str):
         START, incr_every_n_steps=10**9, decr_every_n_nan_or_inf=1,
         decr_ratio=0.5)
   return managers.DynamicLossScale(START, increment_period=10**9, multiplier=2)
-
-
-def wait(condition, what: str) -> None:
-  deadline = time.monotonic() + DEADLINE_SECONDS
-  while not condition():
-    if time.monotonic() > deadline:
-      raise SystemExit(f"gave up waiting for {what}")
-    time.sleep(0.05)
-
-
-def serve_ps(cluster, out_dir: str) -> None:
-  tf.distribute.Server(cluster, job_name="ps", task_index=0, start=True)
-  wait(lambda: all(os.path.exists(os.path.join(out_dir, f"worker_{i}.json"))
-                   for i in range(2)), "the workers' results")
 
 
 def run_worker(cluster, index: int, out_dir: str, manager_name: str,
@@ -73,7 +59,8 @@ def run_worker(cluster, index: int, out_dir: str, manager_name: str,
       sess.run(v1.local_variables_initializer())  # Each worker's own.
       if index == 0:
         sess.run(v1.global_variables_initializer())
-        wait(lambda: sess.run(good) > 0, "worker 1 to start stepping")
+        ps_cluster.wait(lambda: sess.run(good) > 0,
+                        "worker 1 to start stepping")
         scales = []
         for _ in range(overflows):
           sess.run(train_op, {poison: np.inf})
@@ -82,8 +69,9 @@ def run_worker(cluster, index: int, out_dir: str, manager_name: str,
         return {"scales": scales, "final_scale": float(sess.run(scale)),
                 "state_devices": [v.device for v in manager.variables()]}
       uninitialized = v1.report_uninitialized_variables(v1.global_variables())
-      wait(lambda: not len(sess.run(uninitialized)), "initialization")
-      steps, deadline = 0, time.monotonic() + DEADLINE_SECONDS
+      ps_cluster.wait(lambda: not len(sess.run(uninitialized)),
+                      "initialization")
+      steps, deadline = 0, time.monotonic() + ps_cluster.DEADLINE_SECONDS
       while not sess.run([train_op, done], {poison: 1.0})[1]:
         steps += 1
         if time.monotonic() > deadline:
@@ -95,7 +83,7 @@ def main(argv) -> int:
   out_dir, cluster_json, job, index, manager_name, overflows = argv[1:]
   cluster = tf.train.ClusterSpec(json.loads(cluster_json))
   if job == "ps":
-    serve_ps(cluster, out_dir)
+    ps_cluster.serve_ps(cluster, out_dir)
     return 0
   result = run_worker(cluster, int(index), out_dir, manager_name,
                       int(overflows))

@@ -8,11 +8,31 @@ group is killed when it returns.
 
 import json
 import os
+import time
 from typing import Callable, Dict, List, Sequence, Tuple
+
+import tensorflow as tf
 
 from tests.workers import launch
 
 TASKS = (("ps", 0), ("worker", 0), ("worker", 1))
+DEADLINE_SECONDS = 100  # How long a task waits for anything.
+
+
+def wait(condition: Callable[[], bool], what: str) -> None:
+  """Polls `condition`; exits the process if it does not hold in time."""
+  deadline = time.monotonic() + DEADLINE_SECONDS
+  while not condition():
+    if time.monotonic() > deadline:
+      raise SystemExit(f"gave up waiting for {what}")
+    time.sleep(0.05)
+
+
+def serve_ps(cluster: tf.train.ClusterSpec, out_dir: str) -> None:
+  """Serves as the ps task until both workers have written their results."""
+  tf.distribute.Server(cluster, job_name="ps", task_index=0, start=True)
+  wait(lambda: all(os.path.exists(os.path.join(out_dir, f"worker_{i}.json"))
+                   for i in range(len(TASKS) - 1)), "the workers' results")
 
 
 def run(add_cleanup: Callable, script: str, extra: Sequence[str],

@@ -15,13 +15,13 @@ Each worker writes OUT_DIR/worker_<i>.json.
 import json
 import os
 import sys
-import time
 
 import numpy as np
 import tensorflow as tf
 
 import managers
 import mp_optimizer
+from tests.workers import ps_cluster
 
 v1 = tf.compat.v1
 ROUNDS = 8
@@ -29,21 +29,6 @@ POISONED = (2, 5)
 START = 2.0**10
 LEARNING_RATE = 0.1
 INITIAL_W = np.full(4, 0.5, np.float32)
-DEADLINE_SECONDS = 100
-
-
-def wait(condition, what: str) -> None:
-  deadline = time.monotonic() + DEADLINE_SECONDS
-  while not condition():
-    if time.monotonic() > deadline:
-      raise SystemExit(f"gave up waiting for {what}")
-    time.sleep(0.05)
-
-
-def serve_ps(cluster, out_dir: str) -> None:
-  tf.distribute.Server(cluster, job_name="ps", task_index=0, start=True)
-  wait(lambda: all(os.path.exists(os.path.join(out_dir, f"worker_{i}.json"))
-                   for i in range(2)), "the workers' results")
 
 
 def run_worker(cluster, index: int) -> dict:
@@ -66,7 +51,7 @@ def run_worker(cluster, index: int) -> dict:
     skipped = mp_optimizer.skipped_steps()
     config = v1.ConfigProto(
         device_filters=["/job:ps", f"/job:worker/task:{index}"],
-        operation_timeout_in_ms=DEADLINE_SECONDS * 1000 // 2)
+        operation_timeout_in_ms=ps_cluster.DEADLINE_SECONDS * 1000 // 2)
     sess = v1.Session(server.target, config=config)
     if index == 0:
       sess.run(v1.global_variables_initializer())
@@ -77,7 +62,8 @@ def run_worker(cluster, index: int) -> dict:
           sess, coord=tf.train.Coordinator(), daemon=True, start=True)
     else:
       uninitialized = v1.report_uninitialized_variables(v1.global_variables())
-      wait(lambda: not len(sess.run(uninitialized)), "initialization")
+      ps_cluster.wait(lambda: not len(sess.run(uninitialized)),
+                      "initialization")
       sess.run(v1.local_variables_initializer())
       sess.run(opt.local_step_init_op)
     rounds_run = 0
@@ -94,7 +80,7 @@ def main(argv) -> int:
   out_dir, cluster_json, job, index = argv[1:]
   cluster = tf.train.ClusterSpec(json.loads(cluster_json))
   if job == "ps":
-    serve_ps(cluster, out_dir)
+    ps_cluster.serve_ps(cluster, out_dir)
     return 0
   try:
     result = run_worker(cluster, int(index))
