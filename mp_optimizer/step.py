@@ -101,9 +101,10 @@ def _skip(parts: Parts, grads_and_vars, global_step) -> tf.Operation:
   is dropped as stale and the workers wait forever.
   """
   grads = [g.values if isinstance(g, tf.IndexedSlices) else g
-           for g, _ in grads_and_vars if g is not None]
-  if global_step is None or not any(
-      g.op.type in _SYNC_REPLICAS_TAKES for g in grads):
+           for g, _ in grads_and_vars]
+  if global_step is None or not any(  # PerReplica values have no op.
+      getattr(getattr(g, "op", None), "type", None) in _SYNC_REPLICAS_TAKES
+      for g in grads):
     return parts.skip_counter.add_one()
   return tf.group(parts.skip_counter.add_one(),
                   tf.compat.v1.assign_add(global_step, 1))
