@@ -7,6 +7,7 @@ runs once per step however many replicas there are:
 scale   = manager.get_loss_scale()          # the S this step used
 finite  = all_finite_in_sync(grads)         # one verdict for every replica
 applied = gate(finite, use(grads), skipped_steps += 1)   # one Switch
+          # (fed by SyncReplicasOptimizer: a skip also does global_step += 1)
 after applied: manager.update_loss_scale(finite)
 return tf.group(...)                        # also the only TRAIN_OP entry
 
