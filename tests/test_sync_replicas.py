@@ -47,7 +47,8 @@ class SyncReplicasClusterTest(parameterized.TestCase):
     result = self.results[index]
     self.assertNotIn("deadlock", result, result)
     self.assertEqual(result["global_step"], sync_replicas.ROUNDS)
-    self.assertEqual(result["skipped_steps"], len(sync_replicas.POISONED))
+    if index == 0:  # The chief applies (or skips) every round.
+      self.assertEqual(result["skipped_steps"], len(sync_replicas.POISONED))
     self.assertEqual(result["scale"], sync_replicas.START /
                      2**len(sync_replicas.POISONED))
     np.testing.assert_array_equal(np.float32(result["w"]), _expected_w())
