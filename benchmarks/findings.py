@@ -10,7 +10,7 @@ from benchmarks import implementations as impls
 from benchmarks import report
 from benchmarks import timing
 from benchmarks import tried
-from managers import finite
+from mp_optimizer.managers import finite
 
 STEP_LIMITS = {"many_small": 1.05, "wide": 1.03, "embedding": 1.03}
 OPS_PER_VARIABLE_LIMIT = 1.05  # "about 1 per trainable variable"

@@ -84,7 +84,7 @@ def state_updates(seconds: float) -> Dict[str, float]:
       "nothing": tf.no_op,
       "TF's DynamicLossScale (nested tf.cond)": lambda: _one_gradient_update(
           v1.mixed_precision.DynamicLossScale),
-      "ours, DynamicLossScale (tf.where arithmetic)":
+      "ours, DynamicLossScale (Switch-gated writes)":
           lambda: _one_gradient_update(managers.DynamicLossScale),
   }
   runners = {label: _session_runner(build)

@@ -76,7 +76,8 @@ def check_optimizer(api: str, opt: Any, second: Any) -> None:
 
   Raises:
     ArgumentTypeError: If `opt` is not an optimizer instance.
-    ValueError: If `opt` is already wrapped by a loss-scale optimizer.
+    ValueError: If `opt` is already wrapped by a loss-scale optimizer, or is
+      a `SyncReplicasOptimizer` (it must wrap ours instead).
   """
   if isinstance(opt, _OPTIMIZER):
     if hasattr(opt, "loss_scale_manager") or isinstance(opt, _TF_WRAPPER):
@@ -85,6 +86,12 @@ def check_optimizer(api: str, opt: Any, second: Any) -> None:
           "scale the loss twice. Pass the optimizer it wraps instead "
           "(`opt.inner_optimizer` for ours), got "
           f"{_describe(opt)}.")
+    if isinstance(opt, tf.compat.v1.train.SyncReplicasOptimizer):
+      raise ValueError(
+          "`opt` is a SyncReplicasOptimizer, whose chief applies gradients "
+          "from a queue runner that cannot see this step's finite check. "
+          "Wrap the other way round: SyncReplicasOptimizer("
+          f"{api}(opt, ...), ...). Got {_describe(opt)}.")
     return
   if isinstance(second, _OPTIMIZER) and _is_loss_scale(opt):
     shown = (repr(opt) if isinstance(opt, (str, int, float))

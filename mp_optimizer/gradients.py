@@ -6,6 +6,11 @@ import tensorflow as tf
 
 from mp_optimizer.managers.finite import Gradient
 
+# float32's smallest normal number, 2**-126. A scale above 2**126 has a
+# subnormal reciprocal, which TensorFlow flushes to zero on CPU: every unscaled
+# gradient would be exactly 0 and the step would pass as finite.
+SMALLEST_NORMAL_RECIPROCAL = 2.0**-126
+
 
 def check_loss(loss) -> tf.Tensor:
   """Returns `loss` if it is a floating-point tensor; adds nothing to a graph.
@@ -47,7 +52,10 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor) -> List[Gradient]:
   """Returns `grads` multiplied by 1/S, in float32.
 
   `None` stays `None`. A `tf.IndexedSlices` stays sparse: only `.values` is
-  multiplied, its indices and dense shape are passed through.
+  multiplied, its indices and dense shape are passed through. If 1/S is not a
+  normal float32 (S > 2**126, reachable with float32 gradients), 1/S is
+  replaced by NaN: the step then counts as an overflow (skipped, and the scale
+  shrinks) instead of applying all-zero gradients as if it were finite.
 
   Args:
     grads: Gradients of the scaled loss.
@@ -56,7 +64,9 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor) -> List[Gradient]:
   Returns:
     A new list, one entry per gradient.
   """
-  inverse = tf.math.reciprocal(loss_scale, name="inverse_loss_scale")
+  inverse = tf.math.reciprocal(loss_scale)
+  inverse = tf.where(inverse >= SMALLEST_NORMAL_RECIPROCAL, inverse,
+                     float("nan"), name="inverse_loss_scale")
   result = []
   for grad in grads:
     if grad is None:

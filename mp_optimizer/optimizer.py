@@ -74,7 +74,8 @@ class LossScaleOptimizer(Optimizer):
       `MixedPrecisionLossScaleOptimizer`'s), an object from a user's own
       `managers` folder.
     ValueError: If `opt` is already a `LossScaleOptimizer` or TF's
-      `MixedPrecisionLossScaleOptimizer`, or an option is out of range.
+      `MixedPrecisionLossScaleOptimizer`, or is a `SyncReplicasOptimizer`
+      (wrap the other way round), or an option is out of range.
   """
 
   __signature__ = _arguments.ClassSignature()

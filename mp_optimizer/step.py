@@ -7,6 +7,7 @@ runs once per step however many replicas there are:
 scale   = manager.get_loss_scale()          # the S this step used
 finite  = all_finite_in_sync(grads)         # one verdict for every replica
 applied = gate(finite, use(grads), skipped_steps += 1)   # one Switch
+          # (fed by SyncReplicasOptimizer: a skip also does global_step += 1)
 after applied: manager.update_loss_scale(finite)
 return tf.group(...)                        # also the only TRAIN_OP entry
 
@@ -31,7 +32,7 @@ replicas.
 """
 
 import dataclasses
-from typing import Optional
+from typing import Callable, Optional
 
 import tensorflow as tf
 
@@ -89,6 +90,30 @@ def _apply(strategy, parts: Parts, grads_and_vars, global_step, name, pivot):
   return strategy.group(gating.on_each_replica(strategy, pivot, apply_local, grads))
 
 
+# Ops that hand out SyncReplicasOptimizer's aggregated gradients.
+_SYNC_REPLICAS_TAKES = ("AccumulatorTakeGradient",
+                        "ResourceAccumulatorTakeGradient",
+                        "SparseAccumulatorTakeGradient")
+
+
+def _skip(count: Callable[[], tf.Operation], grads_and_vars,
+          global_step) -> tf.Operation:
+  """The untaken side: `count()` the skip; under SyncReplicas, end the round.
+
+  SyncReplicasOptimizer's accumulators move to the next round whenever the
+  chief takes their gradients, and the tokens that release the workers carry
+  `global_step`: unless a skipped round advances it too, every later gradient
+  is dropped as stale and the workers wait forever.
+  """
+  grads = [g.values if isinstance(g, tf.IndexedSlices) else g
+           for g, _ in grads_and_vars]
+  if global_step is None or not any(  # PerReplica values have no op.
+      getattr(getattr(g, "op", None), "type", None) in _SYNC_REPLICAS_TAKES
+      for g in grads):
+    return count()
+  return tf.group(count(), tf.compat.v1.assign_add(global_step, 1))
+
+
 def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
                grads_and_vars: tuple, global_step, name: str) -> tf.Operation:
   """Builds the step described in the module docstring; returns its op."""
@@ -107,8 +132,10 @@ def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
   scale = parts.manager.get_loss_scale()
   if parts.manager.skips_nonfinite_steps:
     finite = managers.all_finite_in_sync(g for g, _ in grads_and_vars)
-    applied = gating.gate(
-        finite, use, overflow.when_skipped(parts, grads_and_vars, scale))
+    when_skipped = overflow.when_skipped(parts, grads_and_vars, scale)
+    applied = gating.gate(finite, use, lambda: _skip(when_skipped,
+                                                     grads_and_vars,
+                                                     global_step))
     skipped = parts.skip_counter.total()
   else:
     finite = tf.constant(True)

@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional
 
 import tensorflow as tf
 
+from mp_optimizer import gating
 from mp_optimizer.managers import _graph
 from mp_optimizer.managers import _validation
 from mp_optimizer.managers import base
@@ -175,13 +176,22 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
   def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:
     """Returns the op that moves the state machine one step.
 
+    Several steps may update one state at once (two train ops of one manager
+    in one `sess.run`, asynchronous workers sharing parameter servers), so no
+    step writes what it did not change: a finite step that does not grow only
+    adds 1 to `good_steps`, a counter is cleared by assigning 0, and the scale
+    is written (from a fresh read) only by the step that grows or shrinks it.
+    Run concurrently, any two steps end as if run one after the other, except
+    two scale changes at the same instant, which may count as one (TF's
+    built-in shares this).
+
     Args:
       finite_grads: Scalar bool tensor: were all of this step's gradients
         finite? Under `tf.distribute` it must be the same on every replica and
         this must be called in cross-replica context.
 
     Returns:
-      One op that assigns the new scale and counters.
+      One op that updates the scale and counters.
     """
     base.check_finite_flag(finite_grads)
     state = self._state.get(f"{type(self).__name__}.update_loss_scale")
@@ -189,19 +199,11 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
     good_var = state[self._GOOD_STEPS_NAME]
     bad_var = state.get(self._BAD_STEPS_NAME)
     with tf.name_scope("loss_scale_update"):
-      current = scale_var.read_value()
-      scale, good, bad = self._next_state(
-          current, good_var.read_value(),
-          tf.constant(0, self._COUNTER_DTYPE) if bad_var is None
-          else bad_var.read_value(), finite_grads)
-      updates = [scale_var.assign(scale, read_value=False),
-                 good_var.assign(good, read_value=False)]
-      if bad_var is not None:
-        updates.append(bad_var.assign(bad, read_value=False))
+      update = self._next_state(scale_var, good_var, bad_var, finite_grads)
       if self._fail_after is not None:
-        updates.append(self._floor_guard(state[_FLOOR_STREAK], current,
-                                         finite_grads))
-      return tf.group(*updates)
+        update = tf.group(update, self._floor_guard(
+            state[_FLOOR_STREAK], scale_var.read_value(), finite_grads))
+      return update
 
   def _floor_guard(self, streak_var, scale, finite):
     """Fails the step once the floor has not stopped N overflows in a row.
@@ -230,28 +232,63 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
     return tf.cond(stuck, count,
                    lambda: streak_var.assign(0, read_value=False))
 
-  def _next_state(self, scale, good, bad, finite):
-    """The transition of the class docstring, as pure tensor arithmetic."""
-    zero = tf.zeros_like(good)
-    grow_due = good + 1 >= self._incr_every
-    grown = scale * self._incr_ratio
-    grow_ok = tf.logical_and(grow_due, tf.math.is_finite(grown))
-    if self._max is not None:
-      grown = tf.minimum(grown, self._max)
-    shrink_due = bad + 1 >= self._decr_every
-    shrunk = (scale / self._incr_ratio if self._SHRINK_BY_DIVIDING
-              else scale * self._decr_ratio)
-    shrunk = tf.maximum(shrunk, self._min)
+  def _next_state(self, scale_var, good_var, bad_var, finite):
+    """Builds the transition of the class docstring as race-free updates.
 
-    new_scale = tf.where(finite, tf.where(grow_ok, grown, scale),
-                         tf.where(shrink_due, shrunk, scale))
-    new_good = tf.where(finite, tf.where(grow_due, zero, good + 1), zero)
-    bad_after_finite = (zero if self._hysteresis == "consecutive" else
-                        tf.where(grow_due, zero, bad))
-    bad_after_overflow = tf.where(
-        shrink_due, bad if self._hysteresis == "sticky" else zero, bad + 1)
-    new_bad = tf.where(finite, bad_after_finite, bad_after_overflow)
-    return new_scale, new_good, new_bad
+    Each case is one side of a Switch (`gating.gate`), so a step runs only
+    the writes of its own case:
+
+    ```
+    finite, no growth due:  good_steps += 1 ("consecutive": bad_steps = 0)
+    finite, growth due:     scale = grown(scale) if that is allowed;
+                            good_steps = 0; bad_steps = 0
+    non-finite, no shrink:  bad_steps += 1; good_steps = 0
+    non-finite, shrink:     scale = shrunk(scale); good_steps = 0;
+                            bad_steps = 0 (kept as it is by "sticky")
+    ```
+    """
+    zero, one = (tf.constant(n, self._COUNTER_DTYPE) for n in (0, 1))
+    good = good_var.read_value()
+    bad = zero if bad_var is None else bad_var.read_value()
+    clear = lambda *variables: [v.assign(zero, read_value=False)
+                                for v in variables if v is not None]
+
+    def count(_):
+      keep_bad = self._hysteresis != "consecutive"
+      return tf.group(good_var.assign_add(one, read_value=False),
+                      *clear(None if keep_bad else bad_var))
+
+    def grow(_):
+      scale = scale_var.read_value()
+      grown = scale * self._incr_ratio
+      allowed = tf.math.is_finite(grown)
+      if self._max is not None:
+        grown = tf.minimum(grown, self._max)
+      write = lambda _: scale_var.assign(grown, read_value=False)
+      return tf.group(gating.gate(allowed, write, tf.no_op),
+                      *clear(good_var, bad_var))
+
+    def shrink(_):
+      scale = scale_var.read_value()
+      shrunk = (scale / self._incr_ratio if self._SHRINK_BY_DIVIDING
+                else scale * self._decr_ratio)
+      keep_bad = self._hysteresis == "sticky"
+      return tf.group(scale_var.assign(tf.maximum(shrunk, self._min),
+                                       read_value=False),
+                      *clear(None if keep_bad else bad_var))
+
+    def overflow():
+      if bad_var is None or self._decr_every == 1:
+        changed = shrink(None)
+      else:
+        changed = gating.gate(
+            bad + 1 >= self._decr_every, shrink,
+            lambda: bad_var.assign_add(one, read_value=False))
+      return tf.group(changed, *clear(good_var))
+
+    counting = tf.logical_and(finite, good + 1 < self._incr_every)
+    return gating.gate(counting, count,
+                       lambda: gating.gate(finite, grow, overflow))
 
   def __repr__(self) -> str:
     return (f"{type(self).__name__}(init_loss_scale={self._init!r}, "
