@@ -1,9 +1,14 @@
-"""Scaling a loss up and gradients back down, without densifying anything."""
+"""Scaling a loss up and gradients back down, without densifying anything.
+
+Both record what they made with `mp_optimizer.misuse`, so `apply_gradients`
+can tell gradients that went through here from ones that did not.
+"""
 
 from typing import List, Sequence
 
 import tensorflow as tf
 
+from mp_optimizer import misuse
 from mp_optimizer.managers.finite import Gradient
 
 # float32's smallest normal number, 2**-126. A scale above 2**126 has a
@@ -36,7 +41,10 @@ def scale_loss(loss: tf.Tensor, loss_scale: tf.Tensor) -> tf.Tensor:
       by `check_loss`.
     loss_scale: The float32 scalar scale.
   """
-  return tf.multiply(loss, tf.cast(loss_scale, loss.dtype), name="scaled_loss")
+  scaled = tf.multiply(loss, tf.cast(loss_scale, loss.dtype),
+                       name="scaled_loss")
+  misuse.record_scaled_loss(scaled)
+  return scaled
 
 
 def _unscale_dense(grad: tf.Tensor, inverse: tf.Tensor) -> tf.Tensor:
@@ -76,4 +84,5 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor) -> List[Gradient]:
                                      grad.indices, grad.dense_shape))
     else:
       result.append(_unscale_dense(tf.convert_to_tensor(grad), inverse))
+  misuse.record_unscaled(result)
   return result

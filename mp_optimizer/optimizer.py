@@ -165,7 +165,7 @@ class LossScaleOptimizer(Optimizer):
     if callable(loss):
       return lambda: self.get_scaled_loss(loss())
     loss = grad_lib.check_loss(loss)
-    return self._scale(loss, self._manager.get_loss_scale())
+    return grad_lib.scale_loss(loss, self._manager.get_loss_scale())
 
   scale_loss = get_scaled_loss
 
@@ -176,19 +176,7 @@ class LossScaleOptimizer(Optimizer):
       RuntimeError: Under eager execution.
     """
     _graph.require_graph("LossScaleOptimizer.get_unscaled_gradients")
-    return self._unscale(list(grads), self._manager.get_loss_scale())
-
-  @staticmethod
-  def _scale(loss, loss_scale):
-    scaled = grad_lib.scale_loss(loss, loss_scale)
-    misuse.record_scaled_loss(scaled)
-    return scaled
-
-  @staticmethod
-  def _unscale(grads, loss_scale):
-    unscaled = grad_lib.unscale(grads, loss_scale)
-    misuse.record_unscaled(unscaled)
-    return unscaled
+    return grad_lib.unscale(list(grads), self._manager.get_loss_scale())
 
   def check_finite(self, grads) -> tf.Tensor:
     """Returns a scalar bool tensor: are all `grads` finite (None ignored)?
@@ -222,7 +210,7 @@ class LossScaleOptimizer(Optimizer):
       loss = loss()
     loss = grad_lib.check_loss(loss)
     loss_scale = self._manager.get_loss_scale()  # One read for both ways.
-    scaled_loss = self._scale(loss, loss_scale)
+    scaled_loss = grad_lib.scale_loss(loss, loss_scale)
     misuse.warn_if_bfloat16_only(scaled_loss)
     grads_and_vars = self._opt.compute_gradients(
         scaled_loss,
@@ -231,7 +219,7 @@ class LossScaleOptimizer(Optimizer):
         aggregation_method=aggregation_method,
         colocate_gradients_with_ops=colocate_gradients_with_ops,
         grad_loss=grad_loss)
-    grads = self._unscale([g for g, _ in grads_and_vars], loss_scale)
+    grads = grad_lib.unscale([g for g, _ in grads_and_vars], loss_scale)
     return list(zip(grads, [v for _, v in grads_and_vars]))
 
   def apply_gradients(self, grads_and_vars, global_step=None,

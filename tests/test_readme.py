@@ -4,7 +4,8 @@ Every ```python block that imports tensorflow is a complete program: it runs
 in a fresh interpreter (a subprocess, because programs call
 `disable_eager_execution()`), from a temporary directory. Where the README
 shows what a program prints (a ```text block right after it, introduced by a
-line starting "It prints"), the output must be exactly that.
+line starting "It prints"), the output must be exactly that. Every other
+```python block must say in its first line that it is a fragment.
 """
 
 import pathlib
@@ -23,6 +24,7 @@ TEXT = README.read_text()
 PROGRAMS = [(code, shown or None) for code, shown in re.findall(
     r"```python\n(.*?)```\n(?:\nIt prints[^\n]*\n\n```text\n(.*?)```)?", TEXT, re.S)
             if "import tensorflow" in code]
+FRAGMENT = "# fragment"
 
 
 class ReadmeTest(parameterized.TestCase):
@@ -32,11 +34,29 @@ class ReadmeTest(parameterized.TestCase):
     self.assertIn("make demo", first_block)
     self.assertIn("make test", first_block)
 
+  def test_contents_list_every_section_in_order(self):
+    contents = TEXT[TEXT.index("## Contents\n"):TEXT.index("## Why\n")]
+    listed = re.findall(r"^( *)- \[(.+)\]\(#([^)]+)\)$", contents, re.M)
+    headings = re.findall(r"^(##|###) (.+)$", TEXT, re.M)
+    headings = [(level, title) for level, title in headings
+                if title != "Contents"]
+    self.assertEqual([(indent == "", title) for indent, title, _ in listed],
+                     [(level == "##", title) for level, title in headings])
+    for _, title, anchor in listed:
+      # GitHub's anchors: lower case, punctuation dropped, spaces to dashes.
+      expected = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+      self.assertEqual(anchor, expected)
+
   def test_there_are_programs_to_run(self):
     self.assertNotEmpty(PROGRAMS)
 
   def test_some_program_shows_its_output(self):
     self.assertNotEmpty([shown for _, shown in PROGRAMS if shown])
+
+  def test_every_other_python_block_is_marked_as_a_fragment(self):
+    for code in re.findall(r"```python\n(.*?)```", TEXT, re.S):
+      if "import tensorflow" not in code:
+        self.assertTrue(code.lstrip().startswith(FRAGMENT), code[:200])
 
   @parameterized.parameters(*[(i,) for i in range(len(PROGRAMS))])
   def test_program_runs(self, index):
