@@ -161,12 +161,6 @@ FORMS = [
      "    managers.ExponentialUpdateLossScaleManager(\n"
      "        init_loss_scale=2**15,   # large\n"
      "        incr_every_n_steps=2000))\n"),
-    ("keras_optimizer_in_rewrite",  # mp_optimizer's accepts Keras ones too.
-     TF + "\nopt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
-     "    tf.keras.optimizers.SGD(0.1))\n",
-     TF + "import mp_optimizer\n\n"
-     "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
-     "    tf.keras.optimizers.SGD(0.1))\n"),
     ("existing_import_reused",
      TF + "import managers\n\nm = tf.contrib.mixed_precision.FixedLossScaleManager(8)\n",
      TF + "import managers\n\nm = managers.FixedLossScaleManager(8)\n"),

@@ -4,7 +4,8 @@
    as it is, unparsed.
 1. `resolve.package_refs`: the names `mp_optimizer` and `managers` will go by.
 2. `expressions.ExpressionPass`: dotted legacy references are rewritten.
-3. `findings.FindingsPass`: what no rewrite can fix is reported.
+3. `findings.FindingsPass`: what no rewrite can fix is reported;
+   `getters.GetterPass`: hand-written float32 getters get a notice.
 4. `imports.rewrite_imports`: legacy imports are rewritten or dropped.
 5. `new_imports.add`: the packages the new code refers to are imported.
 """
@@ -16,6 +17,7 @@ from libcst import metadata
 
 from mp_optimizer.migrate import expressions
 from mp_optimizer.migrate import findings
+from mp_optimizer.migrate import getters
 from mp_optimizer.migrate import imports
 from mp_optimizer.migrate import names
 from mp_optimizer.migrate import new_imports
@@ -46,8 +48,11 @@ def convert(source: str) -> Tuple[str, List[findings.Finding]]:
   module = wrapper.visit(expression_pass)
   findings_pass = findings.FindingsPass(expression_pass.converted_tf_names)
   wrapper.visit(findings_pass)
+  getter_pass = getters.GetterPass()
+  wrapper.visit(getter_pass)
   module = imports.rewrite_imports(module)
   if expression_pass.needed:
     module = new_imports.add(module, expression_pass.needed, refs)
-  found = set(expression_pass.findings) | set(findings_pass.findings)
+  found = (set(expression_pass.findings) | set(findings_pass.findings) |
+           set(getter_pass.findings))
   return module.code, sorted(found, key=lambda f: (f.line, f.reason))

@@ -98,12 +98,12 @@ LEGACY_NAMES: Dict[str, Target] = _build_names()
 # A file refers to the legacy API only through an import that spells
 # `tensorflow` (or `tensorflow_core`). Every legacy name contains `LossScale`
 # or `mixed_precision`; so does every legacy module but `train.experimental`,
-# which is reported only when reached by `getattr` (or a star import). A file
-# without these spellings has nothing to convert or report: it is never
-# parsed.
+# which is reported only when reached by `getattr` (or a star import); a
+# hand-written float32 getter calls its `getter(`. A file without these
+# spellings has nothing to convert or report: it is never parsed.
 _MENTIONS = re.compile(
     rb"mixed_precision|LossScale|train\.experimental|import\s+experimental|"
-    rb"[\"']experimental[\"']|import\s*\*")
+    rb"[\"']experimental[\"']|import\s*\*|getter\s*\(")
 
 
 def might_use_legacy(source: bytes) -> bool:
