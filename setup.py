@@ -12,14 +12,20 @@ import re
 import setuptools
 
 _README = (pathlib.Path(__file__).parent / "README.md").read_text(encoding="utf-8")
-# A link whose target has no URL scheme and is not an in-page anchor.
-_RELATIVE_LINK = re.compile(r"\[([^\]]+)\]\((?![a-z][a-z0-9+.-]*:|#)([^)\s]+)\)")
+# A link or image whose target has no URL scheme and is not an in-page anchor.
+_RELATIVE_LINK = re.compile(
+    r"(!?)\[([^\]]+)\]\((?![a-z][a-z0-9+.-]*:|#)([^)\s]+)\)")
 
 
 def long_description(readme: str) -> str:
-  """Returns `readme` with relative links turned into `text (file in the sdist)`."""
+  """Returns `readme` with relative links turned into `text (file in the sdist)`.
+
+  An image becomes its description and the file it is in.
+  """
   def plain(match):
-    text, target = match.group(1), match.group(2)
+    image, text, target = match.groups()
+    if image:
+      return f"*Figure: {text}* (`{target}` in the source distribution)"
     if text == target or text.strip("`") == target:
       return f"`{target}` (in the source distribution)"
     return f"{text} (`{target}` in the source distribution)"

@@ -56,6 +56,7 @@ class InstalledPackageTest(parameterized.TestCase):
     description = DIST.metadata.get_payload()
     self.assertIn("# mp_optimizer", description)
     self.assertNotIn("](BENCHMARKS.md)", description)
+    self.assertNotIn("](docs/", description)
 
   def test_one_training_step_skips_and_one_applies(self):
     with tf.Graph().as_default() as graph:
