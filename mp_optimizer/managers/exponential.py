@@ -13,9 +13,9 @@ from mp_optimizer import gating
 from mp_optimizer.managers import _graph
 from mp_optimizer.managers import _validation
 from mp_optimizer.managers import base
+from mp_optimizer.managers import floor
 
 HYSTERESIS_MODES = ("contrib", "consecutive", "sticky")
-_FLOOR_STREAK = "nonfinite_steps_at_min_scale"
 
 
 class ExponentialUpdateLossScaleManager(base.LossScaleManager):
@@ -143,7 +143,7 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
       specs.append(_graph.VariableSpec(self._BAD_STEPS_NAME,
                                        self._COUNTER_DTYPE, 0))
     if self._fail_after is not None:  # Not checkpointed: old files restore.
-      specs.append(_graph.VariableSpec(_FLOOR_STREAK, tf.int32, 0,
+      specs.append(_graph.VariableSpec(floor.STREAK, tf.int32, 0,
                                        checkpointed=False))
     self._state = _graph.PerGraphVariables(self, specs)
     self._state.create_if_graph()
@@ -201,36 +201,10 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
     with tf.name_scope("loss_scale_update"):
       update = self._next_state(scale_var, good_var, bad_var, finite_grads)
       if self._fail_after is not None:
-        update = tf.group(update, self._floor_guard(
-            state[_FLOOR_STREAK], scale_var.read_value(), finite_grads))
+        update = tf.group(update, floor.guard(
+            state[floor.STREAK], scale_var.read_value(), finite_grads,
+            self._min, self._fail_after))
       return update
-
-  def _floor_guard(self, streak_var, scale, finite):
-    """Fails the step once the floor has not stopped N overflows in a row.
-
-    A finite step, or one above the floor, just zeroes the streak. Only a
-    non-finite step at the floor reads it, and the check rides on
-    `tf.debugging.check_numerics` of a value that is NaN only at the limit,
-    so no normal step waits on the host.
-    """
-    def count():
-      streak = _graph.read_or_zero(streak_var) + 1
-      verdict = tf.debugging.check_numerics(
-          tf.where(streak >= self._fail_after, float("nan"), 0.0),
-          f"The loss scale has been at its minimum ({self._min:g}) for "
-          f"{self._fail_after} steps in a row and the gradients are still "
-          "NaN or Inf, so loss scaling cannot be the cause and every step is "
-          "being skipped. Look for the non-finite value in the model itself: "
-          "the inputs (NaN in the data), a too-high learning rate, "
-          "log/sqrt/division of zero, or float16 overflow in the forward "
-          "pass (values above 65504). (Raised because fail_at_floor_after="
-          f"{self._fail_after}.)")
-      with tf.control_dependencies([verdict]):
-        return streak_var.assign(streak, read_value=False)
-
-    stuck = tf.logical_and(tf.logical_not(finite), scale <= self._min)
-    return tf.cond(stuck, count,
-                   lambda: streak_var.assign(0, read_value=False))
 
   def _next_state(self, scale_var, good_var, bad_var, finite):
     """Builds the transition of the class docstring as race-free updates.
