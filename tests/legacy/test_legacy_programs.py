@@ -122,10 +122,19 @@ class LegacyProgramsTest(converted_files.ConvertedFilesTest):
     self.assertEqual(out.splitlines(),
                      [f"rewrote {self.dir / name}" for name in sorted(CONVERSIONS)])
     # No finding; a notice where TF's fixed scale (which applied NaN/Inf
-    # steps) is converted.
+    # steps) is converted, and one for the hand-written float32 getter.
     skips = ("now skips steps with NaN/Inf gradients where TensorFlow "
              "applied them; to keep TensorFlow's behaviour write ")
     self.assertEqual(err.splitlines(), [
+        f"{self.dir / 'estimator_model.py'}:19: notice: "
+        "`_float32_master_weights` looks like a hand-written float32 "
+        "master-weight getter: `mp_optimizer.float32_variable_getter` does "
+        "the same (trainable float16/bfloat16 variables stored in float32, "
+        "cast on read; float16 initial values, partitioned variables and an "
+        "enclosing scope's getter handled); pass it as `custom_getter=`, or "
+        "build the model under `with mp_optimizer.float32_master_weights():`. "
+        "Checkpoint names stay the same. Not rewritten: such getters differ "
+        "in detail",
         f"{self.dir / 'estimator_model.py'}:57: notice: if `loss_scale` is a "
         "number, the fixed scale `loss_scale=loss_scale` " + skips +
         "`loss_scale=managers.FixedLossScale(loss_scale, "
