@@ -22,6 +22,9 @@ if TYPE_CHECKING:  # What type checkers see; at run time `__getattr__` loads the
   from mp_optimizer import managers
   from mp_optimizer import signals
   from mp_optimizer.hooks import LossScaleHook
+  from mp_optimizer.master_weights import float32_master_weights
+  from mp_optimizer.master_weights import float32_variable_getter
+  from mp_optimizer.misuse import allow_unscaled_gradients
   from mp_optimizer.optimizer import LossScaleOptimizer
   from mp_optimizer.signals import add_summaries
   from mp_optimizer.signals import skipped_steps
