@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from mp_optimizer import _arguments
 from mp_optimizer import managers
+from mp_optimizer.managers.base import read_loss_scale
 from mp_optimizer.managers import _graph
 from mp_optimizer.managers import _tracking
 from mp_optimizer import accumulation
@@ -119,8 +120,12 @@ class LossScaleOptimizer(Optimizer):
     """The manager that owns the scale."""
     return self._manager
 
-  def get_loss_scale(self) -> tf.Tensor:
-    """Returns the current loss scale, a float32 scalar tensor."""
+  def get_loss_scale(self) -> Union[tf.Tensor, tf.Variable]:
+    """Returns the manager's current loss scale (see `get_loss_scale` there).
+
+    For a dynamic manager this is its float32 scale variable, as contrib
+    returned; a fixed one returns one float32 constant per graph.
+    """
     return self._manager.get_loss_scale()
 
   # Keras-style names (see `mp_optimizer.keras_names`), also for custom loops
@@ -128,8 +133,8 @@ class LossScaleOptimizer(Optimizer):
 
   @property
   def loss_scale(self) -> tf.Tensor:
-    """The current loss scale tensor (Keras name of `get_loss_scale()`)."""
-    return self.get_loss_scale()
+    """A read of the current loss scale, a float32 scalar tensor (as Keras)."""
+    return read_loss_scale(self._manager)
 
   @property
   def dynamic(self) -> bool:
@@ -165,7 +170,7 @@ class LossScaleOptimizer(Optimizer):
     if callable(loss):
       return lambda: self.get_scaled_loss(loss())
     loss = grad_lib.check_loss(loss)
-    return grad_lib.scale_loss(loss, self._manager.get_loss_scale())
+    return grad_lib.scale_loss(loss, read_loss_scale(self._manager))
 
   scale_loss = get_scaled_loss
 
@@ -176,7 +181,8 @@ class LossScaleOptimizer(Optimizer):
       RuntimeError: Under eager execution.
     """
     _graph.require_graph("LossScaleOptimizer.get_unscaled_gradients")
-    return grad_lib.unscale(list(grads), self._manager.get_loss_scale())
+    return grad_lib.unscale(list(grads),
+                            read_loss_scale(self._manager))
 
   def check_finite(self, grads) -> tf.Tensor:
     """Returns a scalar bool tensor: are all `grads` finite (None ignored)?
@@ -209,7 +215,7 @@ class LossScaleOptimizer(Optimizer):
     if callable(loss):
       loss = loss()
     loss = grad_lib.check_loss(loss)
-    loss_scale = self._manager.get_loss_scale()  # One read for both ways.
+    loss_scale = read_loss_scale(self._manager)  # One S, both ways.
     scaled_loss = grad_lib.scale_loss(loss, loss_scale)
     misuse.warn_if_bfloat16_only(scaled_loss)
     grads_and_vars = self._opt.compute_gradients(

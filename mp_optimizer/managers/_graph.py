@@ -17,6 +17,7 @@ from typing import Dict, Iterator, Sequence
 
 import tensorflow as tf
 
+from mp_optimizer.managers import _mutex
 from mp_optimizer.managers import _tracking
 
 _EAGER_MESSAGE = (
@@ -106,6 +107,7 @@ class PerGraphVariables:
     self._specs = tuple(specs)
     self._by_graph = weakref.WeakKeyDictionary()
     self._adopted = weakref.WeakKeyDictionary()
+    self._mutexes = weakref.WeakKeyDictionary()
 
   def adopt(self, variables: Dict[str, tf.Variable]) -> None:
     """Uses existing graph variables as this state in their graph.
@@ -159,6 +161,21 @@ class PerGraphVariables:
       return found
     self._create_in_context(graph, root_scope=True)
     return self._by_graph[graph]
+
+  def mutex(self, api: str) -> _mutex.Mutex:
+    """Returns this graph's mutex over the state, made on first use.
+
+    It sits on the device of the first variable, named after it
+    (`loss_scale_mutex`), so updates from every graph that shares that
+    variable (workers of one parameter server) share the mutex too.
+    """
+    first = self.get(api)[self._specs[0].name]
+    graph = first.graph
+    found = self._mutexes.get(graph)
+    if found is None:
+      found = _mutex.Mutex(f"{first.op.name}_mutex", first.device)
+      self._mutexes[graph] = found
+    return found
 
   def _create_in_context(self, graph: tf.Graph, root_scope: bool) -> None:
     if tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context():

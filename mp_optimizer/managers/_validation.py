@@ -11,6 +11,8 @@ import numbers
 from typing import Any, Optional
 
 FLOAT32_MAX = 3.4028234663852886e38
+# The largest step count: what an int64 counter (and comparison) holds.
+MAX_STEP_COUNT = 2**63 - 1
 
 
 def _describe(value: Any) -> str:
@@ -81,9 +83,13 @@ def check_step_count(name: str, value: Any) -> int:
   too (a count read from a config file, or written `2e3`). A float with a
   fractional part is refused, not rounded.
 
+  Counts are compared with int64 counters in the graph, so they may be as
+  large as `MAX_STEP_COUNT` (2**63 - 1, e.g. `sys.maxsize` to mean "never").
+
   Raises:
     TypeError: If `value` is not a Python/NumPy int or float (bools included).
-    ValueError: If it has a fractional part, is not finite, or is below 1.
+    ValueError: If it has a fractional part, is not finite, is below 1 or
+      above `MAX_STEP_COUNT`.
   """
   if (not isinstance(value, bool) and isinstance(value, numbers.Real) and
       not isinstance(value, numbers.Integral)):
@@ -92,7 +98,12 @@ def check_step_count(name: str, value: Any) -> int:
           f"`{name}` must be a whole number (an int, or a float such as "
           f"2.0), got {value!r}.")
     value = int(value)
-  return check_positive_int(name, value)
+  value = check_positive_int(name, value)
+  if value > MAX_STEP_COUNT:
+    raise ValueError(
+        f"`{name}` must be <= 2**63 - 1 ({MAX_STEP_COUNT}), the largest count "
+        f"an int64 step counter holds, got {value}.")
+  return value
 
 
 def check_bool(name: str, value: Any) -> bool:

@@ -1,7 +1,7 @@
 """`LossScaleManager`: the interface every loss scale in this project implements."""
 
 import abc
-from typing import List
+from typing import List, Union
 
 import tensorflow as tf
 
@@ -24,6 +24,16 @@ def check_finite_flag(finite_grads: tf.Tensor) -> tf.Tensor:
     raise ValueError(
         f"`finite_grads` must be a scalar, got shape {finite_grads.shape}.")
   return finite_grads
+
+
+def read_loss_scale(manager: "LossScaleManager") -> tf.Tensor:
+  """Returns one read of `manager`'s scale as a float32 tensor.
+
+  `get_loss_scale()` may return the scale variable itself (as contrib did),
+  which reads anew wherever it is used; a step that must use one S for
+  several things (scale the loss, unscale the gradients) reads it here once.
+  """
+  return tf.convert_to_tensor(manager.get_loss_scale(), name="loss_scale_read")
 
 
 class LossScaleManager(_tracking.GraphScopedTrackable, metaclass=abc.ABCMeta):
@@ -50,8 +60,13 @@ class LossScaleManager(_tracking.GraphScopedTrackable, metaclass=abc.ABCMeta):
   """
 
   @abc.abstractmethod
-  def get_loss_scale(self) -> tf.Tensor:
-    """Returns the current loss scale as a scalar float32 tensor."""
+  def get_loss_scale(self) -> Union[tf.Tensor, tf.Variable]:
+    """Returns the current loss scale: a scalar float32 tensor or variable.
+
+    Return the same object on every call in one graph (a variable, or a
+    tensor made once), so that it can be fetched after the graph is
+    finalized.
+    """
 
   @abc.abstractmethod
   def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:

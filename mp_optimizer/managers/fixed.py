@@ -1,5 +1,7 @@
 """`FixedLossScaleManager`: one scale for the whole run."""
 
+import weakref
+
 import tensorflow as tf
 
 from mp_optimizer.managers import _graph
@@ -16,8 +18,8 @@ class FixedLossScaleManager(base.LossScaleManager):
   `skip_nonfinite_steps=False` to apply every step, as TF's built-in does; the
   optimizer then builds no finite check and no gate.
 
-  It has no state: the constructor creates no tensor, and the scale becomes a
-  constant in whichever graph asks for it.
+  It has no state: the constructor creates no tensor, and the scale becomes
+  one constant in each graph that asks for it.
 
   Example:
 
@@ -41,6 +43,7 @@ class FixedLossScaleManager(base.LossScaleManager):
     self._loss_scale = _validation.check_at_least("loss_scale", loss_scale, 1.0)
     self._skip = _validation.check_bool("skip_nonfinite_steps",
                                         skip_nonfinite_steps)
+    self._constants = weakref.WeakKeyDictionary()
 
   @property
   def loss_scale_value(self) -> float:
@@ -52,9 +55,19 @@ class FixedLossScaleManager(base.LossScaleManager):
     return self._skip
 
   def get_loss_scale(self) -> tf.Tensor:
-    """Returns the scale as a float32 constant in the current graph."""
-    _graph.require_graph("FixedLossScaleManager.get_loss_scale")
-    return tf.constant(self._loss_scale, dtype=tf.float32, name="loss_scale")
+    """Returns the scale: one float32 constant per graph, made on first use.
+
+    The same tensor every time, in the outermost graph, so it can be fetched
+    after the graph is finalized (in a hook) and used inside control flow.
+    """
+    graph = _graph.require_graph("FixedLossScaleManager.get_loss_scale")
+    found = self._constants.get(graph)
+    if found is None:
+      with tf.init_scope(), graph.name_scope(None):
+        found = tf.constant(self._loss_scale, dtype=tf.float32,
+                            name="loss_scale")
+      self._constants[graph] = found
+    return found
 
   def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:
     """Returns a no-op: the scale is fixed."""

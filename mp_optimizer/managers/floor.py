@@ -9,8 +9,8 @@ import tensorflow as tf
 
 from mp_optimizer.managers import _graph
 
-# The LOCAL (not checkpointed) counter of non-finite steps in a row at the
-# minimum scale.
+# The LOCAL (not checkpointed) int64 counter of non-finite steps in a row at
+# the minimum scale.
 STREAK = "nonfinite_steps_at_min_scale"
 
 
@@ -21,11 +21,12 @@ def guard(streak_var: tf.Variable, scale: tf.Tensor, finite: tf.Tensor,
   A finite step, or one above the floor, just zeroes the streak. Only a
   non-finite step at the floor reads it, and the check rides on
   `tf.debugging.check_numerics` of a value that is NaN only at the limit,
-  so no normal step waits on the host.
+  so no normal step waits on the host. Build it in the manager's locked
+  update, with the scale read there before the step's own change.
 
   Args:
     streak_var: The `STREAK` variable.
-    scale: The scale the step used.
+    scale: The scale the step used (read before this step changes it).
     finite: The step's finite flag.
     min_scale: The manager's `min_loss_scale`.
     fail_after: The manager's `fail_at_floor_after`.

@@ -176,14 +176,11 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
       names.
   """
 
-  _SCALE_NAME = "current_loss_scale"
-  _GOOD_STEPS_NAME = "good_steps"
-  _BAD_STEPS_NAME = None
-  _COUNTER_DTYPE = tf.int64
-  _SHRINK_BY_DIVIDING = True
-  _ARG_NAMES = {"init_loss_scale": "initial_loss_scale",
-                "incr_every_n_steps": "increment_period",
-                "incr_ratio": "multiplier"}
+  _FACE = exponential.Face(
+      "current_loss_scale", "good_steps", None, tf.int64, True,
+      {"init_loss_scale": "initial_loss_scale",
+       "incr_every_n_steps": "increment_period",
+       "incr_ratio": "multiplier"})
 
   def __init__(self,
                initial_loss_scale: float = _Default(2**15),
@@ -214,8 +211,8 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
                      fail_at_floor_after=fail_at_floor_after)
 
   initial_loss_scale = property(lambda self: self._init)
-  increment_period = property(lambda self: self._incr_every)
-  multiplier = property(lambda self: self._incr_ratio)
+  increment_period = property(lambda self: self._policy.incr_every)
+  multiplier = property(lambda self: self._policy.incr_ratio)
 
   def get_config(self) -> Dict[str, Any]:
     """Returns TF's three config keys, plus our extras only if not default.
@@ -224,13 +221,13 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
     writes and reads, so configs travel both ways between the two classes.
     """
     return {"initial_loss_scale": self._init,
-            "increment_period": self._incr_every,
-            "multiplier": self._incr_ratio, **self._extras()}
+            "increment_period": self._policy.incr_every,
+            "multiplier": self._policy.incr_ratio, **self._extras()}
 
   def __repr__(self) -> str:
     return (f"DynamicLossScale(initial_loss_scale={self._init!r}, "
-            f"increment_period={self._incr_every!r}, "
-            f"multiplier={self._incr_ratio!r}{self._extras_repr()})")
+            f"increment_period={self._policy.incr_every!r}, "
+            f"multiplier={self._policy.incr_ratio!r}{self._extras_repr()})")
 
 
 def _alias(name: str, value: Any, alias: str, alias_value: Any) -> Any:

@@ -1,0 +1,122 @@
+"""The dynamic loss scale's state machine, as a pure function of tensors.
+
+`next_state(policy, state, finite)` builds the ops that compute one step's
+new state from the old one; it reads and writes no variable (the manager does
+that, under a mutex). With `hysteresis="contrib"` it is
+`tf.contrib.mixed_precision`'s algorithm exactly:
+
+```
+on a finite step:
+    if good_steps + 1 >= incr_every:
+        if isfinite(scale * incr_ratio):
+            scale = min(scale * incr_ratio, max_scale)
+        good_steps = 0; bad_steps = 0
+    else: good_steps += 1
+on a non-finite step (the optimizer skips its update):
+    if bad_steps + 1 >= decr_every:
+        scale = max(min_scale, shrunk(scale))
+        good_steps = 0; bad_steps = 0
+    else: bad_steps += 1; good_steps = 0
+```
+
+where `shrunk(scale)` is `scale * decr_ratio` (contrib) or
+`scale / incr_ratio` (TF2's `DynamicLossScale`, which makes multipliers that
+are not powers of two give TF's numbers bit for bit).
+
+A finite step does not clear `bad_steps`: contrib counts overflows since the
+last scale change, not consecutive ones. Two other `hysteresis` modes change
+only that counter: `"consecutive"` clears `bad_steps` on every finite step
+(only back-to-back overflows shrink the scale); `"sticky"` keeps `bad_steps`
+at its limit after a shrink, so once the allowance of `decr_every - 1`
+tolerated overflows is used up, every further overflow shrinks the scale until
+the scale next grows.
+
+Step counts are compared in int64, so a period of 2**31 or more means what
+it says. A counter stops at its dtype's largest value instead of wrapping:
+with int32 counters (contrib's checkpoints) a period above 2**31 - 1 is never
+reached.
+"""
+
+import dataclasses
+from typing import Optional
+
+import tensorflow as tf
+
+HYSTERESIS_MODES = ("contrib", "consecutive", "sticky")
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+  """The settings of one dynamic scale (validated by the manager).
+
+  Attributes:
+    incr_every: Finite steps in a row before the scale grows.
+    decr_every: Overflows before it shrinks.
+    incr_ratio: Growth factor.
+    decr_ratio: Shrink factor, used unless `shrink_by_dividing`.
+    shrink_by_dividing: Shrink by dividing by `incr_ratio`.
+    min_scale: Floor of the scale.
+    max_scale: Ceiling of the scale, or None.
+    hysteresis: One of `HYSTERESIS_MODES`.
+  """
+  incr_every: int
+  decr_every: int
+  incr_ratio: float
+  decr_ratio: float
+  shrink_by_dividing: bool
+  min_scale: float
+  max_scale: Optional[float]
+  hysteresis: str
+
+
+@dataclasses.dataclass(frozen=True)
+class State:
+  """One state: float32 scale and integer counters (`bad_steps` None: 0)."""
+  scale: tf.Tensor
+  good_steps: tf.Tensor
+  bad_steps: Optional[tf.Tensor] = None
+
+
+def _saturating_increment(counter: tf.Tensor) -> tf.Tensor:
+  """`counter + 1`, or `counter` at its dtype's largest value."""
+  return tf.where(counter < counter.dtype.max, counter + 1, counter)
+
+
+def next_state(policy: Policy, state: State, finite: tf.Tensor) -> State:
+  """Returns the state after one step (see the module docstring).
+
+  Args:
+    policy: The scale's settings.
+    state: The state before the step.
+    finite: Scalar bool tensor: were the step's gradients all finite?
+
+  Returns:
+    The new state, with `bad_steps` None if `state.bad_steps` was None.
+  """
+  scale, good = state.scale, state.good_steps
+  bad = state.bad_steps if state.bad_steps is not None else tf.zeros_like(good)
+  zero = tf.zeros_like(good)
+  grow_due = tf.cast(good, tf.int64) + 1 >= policy.incr_every
+  shrink_due = tf.cast(bad, tf.int64) + 1 >= policy.decr_every
+  grow = tf.logical_and(finite, grow_due)
+  shrink = tf.logical_and(tf.logical_not(finite), shrink_due)
+
+  grown = scale * policy.incr_ratio
+  grown_allowed = tf.math.is_finite(grown)
+  if policy.max_scale is not None:
+    grown = tf.minimum(grown, policy.max_scale)
+  shrunk = (scale / policy.incr_ratio if policy.shrink_by_dividing
+            else scale * policy.decr_ratio)
+  shrunk = tf.maximum(shrunk, policy.min_scale)
+  new_scale = tf.where(tf.logical_and(grow, grown_allowed), grown,
+                       tf.where(shrink, shrunk, scale))
+
+  counting = tf.logical_and(finite, tf.logical_not(grow_due))
+  new_good = tf.where(counting, _saturating_increment(good), zero)
+  keep_bad_on_finite = bad if policy.hysteresis != "consecutive" else zero
+  keep_bad_on_shrink = bad if policy.hysteresis == "sticky" else zero
+  new_bad = tf.where(
+      finite, tf.where(grow_due, zero, keep_bad_on_finite),
+      tf.where(shrink_due, keep_bad_on_shrink, _saturating_increment(bad)))
+  return State(new_scale, new_good,
+               None if state.bad_steps is None else new_bad)
