@@ -1,6 +1,6 @@
 """`LossScaleHook`: the loss scale and skip rate in the training log."""
 
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
@@ -26,7 +26,10 @@ class LossScaleHook(tf.compat.v1.train.SessionRunHook):
   skipped share smaller than they are.
 
   A line reads: `loss scale 32768 at step 1200; 3 of the last 100 steps
-  skipped (3.0%), 17 since the session started`.
+  skipped (3.0%), 17 since the session started`. When several
+  loss-scaling optimizers built train ops in the graph (a GAN's D and G),
+  each gets its own line, starting with its name (`optimizer 'D': loss
+  scale ...`), and a last line gives their total.
 
   Example:
 
@@ -41,8 +44,11 @@ class LossScaleHook(tf.compat.v1.train.SessionRunHook):
     every_n_steps: Positive int: how often to report.
 
   Attributes:
-    latest: `(step, loss scale, share of skipped steps)` of the newest report,
-      or None before the first.
+    latest: `(step, loss scale, share of skipped steps)` of the newest
+      report when the graph has one loss-scaling optimizer; None before the
+      first report or when it has several.
+    latest_by_optimizer: The same tuple for each optimizer, by its name
+      (`mp_optimizer.signals.optimizer_names()`).
 
   Raises:
     TypeError, ValueError: If `every_n_steps` is not a positive int.
@@ -50,19 +56,24 @@ class LossScaleHook(tf.compat.v1.train.SessionRunHook):
 
   def __init__(self, every_n_steps: int = 100):
     self._every = _validation.check_positive_int("every_n_steps", every_n_steps)
-    self._fetches = None
+    self._fetches: Dict[str, Dict[str, tf.Tensor]] = {}
     self._steps = 0
-    self._last = None
+    self._last: Tuple[int, Dict[str, int]] = (0, {})
     self.latest: Optional[Tuple[int, float, float]] = None
+    self.latest_by_optimizer: Dict[str, Tuple[int, float, float]] = {}
 
   def begin(self) -> None:
-    self._fetches = {"scale": signals.loss_scale(),
-                     "skipped": signals.skipped_steps()}
+    self._fetches = {
+        name: {"scale": signals.loss_scale(optimizer=name),
+               "skipped": signals.skipped_steps(optimizer=name)}
+        for name in signals.optimizer_names()}
 
   def after_create_session(self, session, coord) -> None:
     del coord  # Unused.
     self._steps = 0
-    self._last = (0, session.run(self._fetches["skipped"]))
+    skipped = session.run({name: fetches["skipped"]
+                           for name, fetches in self._fetches.items()})
+    self._last = (0, {name: int(count) for name, count in skipped.items()})
 
   def after_run(self, run_context, run_values) -> None:
     del run_values  # Unused: the values are read after the step instead.
@@ -70,11 +81,25 @@ class LossScaleHook(tf.compat.v1.train.SessionRunHook):
     if self._steps % self._every:
       return
     values = run_context.session.run(self._fetches)
-    scale, skipped = float(values["scale"]), int(values["skipped"])
-    steps, newly = self._steps - self._last[0], skipped - self._last[1]
-    self.latest = (self._steps, scale, newly / steps)
-    self._last = (self._steps, skipped)
-    tf.compat.v1.logging.info(
-        "loss scale %.7g at step %d; %d of the last %d steps skipped (%.1f%%), "
-        "%d since the session started", scale, self._steps, newly, steps,
-        100.0 * newly / steps, skipped)
+    steps = self._steps - self._last[0]
+    several = len(values) > 1
+    newly_total = 0
+    for name, value in values.items():
+      scale, skipped = float(value["scale"]), int(value["skipped"])
+      newly = skipped - self._last[1][name]
+      newly_total += newly
+      self.latest_by_optimizer[name] = (self._steps, scale, newly / steps)
+      tf.compat.v1.logging.info(
+          "%sloss scale %.7g at step %d; %d of the last %d steps skipped "
+          "(%.1f%%), %d since the session started",
+          f"optimizer {name!r}: " if several else "", scale, self._steps,
+          newly, steps, 100.0 * newly / steps, skipped)
+    skipped_now = {name: int(value["skipped"]) for name, value in values.items()}
+    if several:
+      tf.compat.v1.logging.info(
+          "all %d loss-scaling optimizers: %d skipped steps in the last %d "
+          "steps, %d since the session started", len(values), newly_total,
+          steps, sum(skipped_now.values()))
+    else:
+      self.latest = self.latest_by_optimizer[next(iter(values))]
+    self._last = (self._steps, skipped_now)
