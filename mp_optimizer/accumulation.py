@@ -1,13 +1,14 @@
 """Gradient accumulation over micro-steps, on unscaled gradients.
 
 With `gradient_accumulation_steps=N`, each finite micro-step adds its
-*unscaled* gradients to float32 accumulators (float64 for float64 variables);
-after the N-th finite micro-step the inner optimizer applies their mean once,
-`global_step` advances once, and the accumulators reset:
+*unscaled* gradients, divided by N, to float32 accumulators (float64 for
+float64 variables); after the N-th finite micro-step the inner optimizer
+applies what they hold (the mean) once, `global_step` advances once, and the
+accumulators reset:
 
 ```
-on a finite micro-step:      accumulators += grads; micro_steps += 1
-    if micro_steps == N:     apply(accumulators / N); accumulators = 0;
+on a finite micro-step:      accumulators += grads / N; micro_steps += 1
+    if micro_steps == N:     apply(accumulators); accumulators = 0;
                              micro_steps = 0
 on a non-finite micro-step:  nothing (the micro-batch is dropped; the window
                              waits for N finite micro-batches)
@@ -15,7 +16,9 @@ on a non-finite micro-step:  nothing (the micro-batch is dropped; the window
 
 Because what is stored is already divided by that micro-step's loss scale, a
 scale that changes inside a window (growth, or a shrink after an overflow)
-changes nothing in the sum. Dropping an overflowed micro-batch, rather than
+changes nothing in the sum. Dividing before adding keeps every accumulator
+within the range of the finite gradients it holds, so the mean applied is
+finite by construction (a sum of N large finite gradients could overflow). Dropping an overflowed micro-batch, rather than
 the whole window, keeps every applied update a mean of exactly N finite
 micro-batches and wastes only the bad one.
 
@@ -132,9 +135,9 @@ class GradientAccumulator:
         acc = accumulators[var.ref()]
         if isinstance(grad, tf.IndexedSlices):
           ops.append(acc.scatter_add(tf.IndexedSlices(
-              tf.cast(grad.values, acc.dtype), grad.indices)))
+              tf.cast(grad.values, acc.dtype) / self._steps, grad.indices)))
         else:
-          ops.append(acc.assign_add(tf.cast(grad, acc.dtype),
+          ops.append(acc.assign_add(tf.cast(grad, acc.dtype) / self._steps,
                                     read_value=False))
       return tf.group(*ops)
 
@@ -154,7 +157,7 @@ class GradientAccumulator:
                for _, v in pairs]
 
       def mean(components, var):
-        local = [tf.cast(c.read_value() / self._steps, var.dtype.base_dtype)
+        local = [tf.cast(c.read_value(), var.dtype.base_dtype)
                  for c in components]
         # Replica ids are global; this worker holds len(local) of them, in
         # order, so the id modulo that count picks the local component.

@@ -1,8 +1,27 @@
 """Gradient clipping on unscaled gradients: `clipnorm`, `clipvalue`, `global_clipnorm`.
 
-The optimizer clips inside `apply_gradients`, after the finite check and
-inside the branch that applies the step: the gradients are already unscaled,
-so thresholds mean what they say, and a NaN/Inf step never reaches a norm.
+Thresholds apply to unscaled gradients, so they mean what they say. Norms
+are computed so that they cannot overflow for finite gradients: a plain
+`sum(g**2)` overflows float32 once entries pass about 1.8e19, and
+`tf.clip_by_global_norm` then scales every gradient by `limit / Inf` (zeros)
+or `Inf / Inf` (NaN). Here each norm is taken of the gradients divided by
+their largest magnitude `m`, and the clipped gradient is built from those
+quotients:
+
+```
+m = max |g|                         (over one gradient, or all for global)
+u = g / m                           (|u| <= 1: u**2 cannot overflow)
+r = sqrt(sum(u**2))                 (the norm is m * r)
+clipped = u * (limit / r)   if m * r > limit (Inf counts)   else g
+```
+
+For finite gradients every quantity is finite, so a norm clip never turns a
+finite gradient into a NaN, an Inf or zeros. A non-finite entry propagates
+(`Inf / Inf` is NaN), so the optimizer checks the norm-clipped gradients,
+exactly what the update will use: a step whose clipped gradients are not
+finite (also a sum over replicas that overflowed) is skipped and counted as
+an overflow (see `mp_optimizer.step`). `clipvalue` maps Inf to the limit, so
+with it the unclipped gradients are checked.
 
 Sparse gradients stay `tf.IndexedSlices`. Their duplicate indices are summed
 first (`tf.unique` + `tf.math.unsorted_segment_sum`, the size of the slices,
@@ -10,13 +29,14 @@ not of the variable), because a norm or an elementwise clip of the raw slices
 would differ from that of the gradient they add up to.
 """
 
-from typing import Callable, List, Optional
+import dataclasses
+from typing import List, Optional
 
 import tensorflow as tf
 
 from mp_optimizer.managers import _validation
 
-Clip = Callable[[List], List]
+Gradients = List[Optional[object]]
 
 
 def _merge_duplicates(grad):
@@ -28,27 +48,84 @@ def _merge_duplicates(grad):
   return tf.IndexedSlices(values, unique, grad.dense_shape)
 
 
-def _clip_value(grad, limit: float):
+def _values(grad) -> tf.Tensor:
+  return grad.values if isinstance(grad, tf.IndexedSlices) else grad
+
+
+def _with_values(grad, values: tf.Tensor):
   if isinstance(grad, tf.IndexedSlices):
-    return tf.IndexedSlices(tf.clip_by_value(grad.values, -limit, limit),
-                            grad.indices, grad.dense_shape)
-  return tf.clip_by_value(grad, -limit, limit)
+    return tf.IndexedSlices(values, grad.indices, grad.dense_shape)
+  return values
+
+
+def _wide(values: tf.Tensor) -> tf.Tensor:
+  """float32 (float64 stays float64) for the norm arithmetic."""
+  return values if values.dtype == tf.float64 else tf.cast(values, tf.float32)
+
+
+def _norm_clip(grads: list, limit: float) -> list:
+  """Clips `grads` (non-None) to a joint L2 norm of `limit`, robustly."""
+  wide = [_wide(_values(g)) for g in grads]
+  dtype = tf.float64 if any(w.dtype == tf.float64 for w in wide) else tf.float32
+  wide = [tf.cast(w, dtype) for w in wide]
+  largest = tf.reduce_max(tf.stack([tf.reduce_max(tf.abs(w)) for w in wide]))
+  divisor = tf.where(largest > 0, largest, tf.ones_like(largest))
+  quotients = [w / divisor for w in wide]
+  ratio = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(q)) for q in quotients]))
+  clip = largest * ratio > limit  # Inf > limit; NaN is not: g stays NaN.
+  factor = limit / ratio
+  return [_with_values(g, tf.cast(tf.where(clip, q * factor, w),
+                                  _values(g).dtype))
+          for g, q, w in zip(grads, quotients, wide)]
+
+
+def _value_clip(grad, limit: float):
+  return _with_values(grad, tf.clip_by_value(_values(grad), -limit, limit))
+
+
+@dataclasses.dataclass(frozen=True)
+class Clip:
+  """One clip option and its limit.
+
+  Attributes:
+    option: "clipnorm", "clipvalue" or "global_clipnorm".
+    limit: The threshold, > 0.
+  """
+  option: str
+  limit: float
+
+  @property
+  def check_clipped(self) -> bool:
+    """True if the finite check must see the clipped gradients (norm clips)."""
+    return self.option != "clipvalue"
+
+  def __call__(self, grads: Gradients) -> Gradients:
+    """Returns `grads` clipped (None entries kept, sparse kept sparse)."""
+    merged = [None if g is None else _merge_duplicates(g) for g in grads]
+    present = [g for g in merged if g is not None]
+    if self.option == "global_clipnorm":
+      clipped = iter(_norm_clip(present, self.limit) if present else [])
+      return [None if g is None else next(clipped) for g in merged]
+    if self.option == "clipnorm":
+      return [None if g is None else _norm_clip([g], self.limit)[0]
+              for g in merged]
+    return [None if g is None else _value_clip(g, self.limit) for g in merged]
 
 
 def make_clip(clipnorm: Optional[float] = None,
               clipvalue: Optional[float] = None,
               global_clipnorm: Optional[float] = None) -> Optional[Clip]:
-  """Returns a function that clips a list of gradients, or None for no clip.
+  """Returns the clip the options ask for, or None for no clip.
 
   Args:
-    clipnorm: Clip each gradient to this L2 norm (`tf.clip_by_norm`).
+    clipnorm: Clip each gradient to this L2 norm.
     clipvalue: Clip each entry to [-clipvalue, clipvalue].
     global_clipnorm: Scale all gradients so that their joint L2 norm is at
-      most this (`tf.clip_by_global_norm`).
+      most this.
 
   Returns:
-    None if no option is set, else a function from a list of gradients
-    (None entries kept) to the clipped list.
+    None if no option is set, else a `Clip`: a function from a list of
+    gradients (None entries kept) to the clipped list.
 
   Raises:
     TypeError: If a set option is not a Python int/float.
@@ -67,13 +144,5 @@ def make_clip(clipnorm: Optional[float] = None,
   if not given:
     return None
   (name, limit), = given.items()
+  return Clip(name, limit)
 
-  def clip(grads: List) -> List:
-    grads = [None if g is None else _merge_duplicates(g) for g in grads]
-    if name == "global_clipnorm":
-      return tf.clip_by_global_norm(grads, limit)[0]
-    if name == "clipnorm":
-      return [None if g is None else tf.clip_by_norm(g, limit) for g in grads]
-    return [None if g is None else _clip_value(g, limit) for g in grads]
-
-  return clip

@@ -4,16 +4,18 @@
 runs once per step however many replicas there are:
 
 ```
-scale   = manager.get_loss_scale()          # the S this step used
-finite  = all_finite_in_sync(grads)         # one verdict for every replica
-applied = gate(finite, use(grads), skipped_steps += 1)   # one Switch
+scale   = read of manager.get_loss_scale()  # the S this step used
+checked = clip(grads) with a norm clip, else grads     # what the update uses
+finite  = all_finite_in_sync(checked)       # one verdict for every replica
+applied = gate(finite, use(checked), skipped_steps += 1)   # one Switch
           # (fed by SyncReplicasOptimizer: a skip also does global_step += 1)
 after applied: manager.update_loss_scale(finite)
 return tf.group(...)                        # also the only TRAIN_OP entry
 
 use(grads):   apply(grads), or with gradient accumulation, add them to the
               window and apply(window mean) once the window is full
-apply(grads): clip (optional), then inner.apply_gradients on each replica
+apply(grads): clip (clipvalue, or the window mean), then
+              inner.apply_gradients on each replica
 ```
 
 `gate` (`mp_optimizer.gating`) does what `tf.cond` would with one Switch on
@@ -27,8 +29,14 @@ replica's gradient. With several, the v1 inner optimizer sums the replicas'
 gradients itself, so the sum is reduced here first, clipped identically on
 every replica, and handed to the inner optimizer on the first replica only
 (zeros elsewhere): its own sum then reproduces the clipped sum exactly. This
-costs a second all-reduce per applied step, only when clipping across
-replicas.
+costs a second all-reduce per step, only when clipping across replicas. A
+norm clip happens before the finite check, which then sees exactly what the
+update will use (`mp_optimizer.clipping`): a clipped gradient that is not
+finite (a replica sum that overflowed) skips the step like any overflow.
+`clipvalue` maps Inf to its limit, so it clips after the check, as does a
+manager that never skips; with gradient accumulation the window mean is
+clipped when it is applied (it is finite by construction, see
+`mp_optimizer.accumulation`).
 """
 
 import dataclasses
@@ -37,6 +45,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 from mp_optimizer import managers
+from mp_optimizer.managers.base import read_loss_scale
 from mp_optimizer import accumulation
 from mp_optimizer import clipping
 from mp_optimizer import gating
@@ -65,28 +74,51 @@ def _first_replica_only(grad):
   return grad * keep
 
 
-def _apply(strategy, parts: Parts, grads_and_vars, global_step, name, pivot):
-  """Applies (per-replica) pairs through the inner optimizer, clipped."""
+def _reduce_and_clip(strategy: tf.distribute.Strategy, clip: clipping.Clip,
+                     pairs: list) -> tuple:
+  """The gradients the update will use: clipped, and summed over replicas.
+
+  With one replica, each gradient clipped. With several, the v1 inner
+  optimizer sums the replicas' gradients itself, so the sum is reduced here,
+  clipped identically on every replica, and kept on the first replica only
+  (zeros elsewhere): the inner optimizer's own sum then reproduces the
+  clipped sum exactly.
+  """
+  grads = tuple(g for g, _ in pairs)
+  several = strategy.num_replicas_in_sync > 1
+  if several:
+    grads = tuple(strategy.extended.batch_reduce_to(
+        tf.distribute.ReduceOp.SUM, pairs))
+
+  def clip_local(*local):
+    local = clip(list(local))
+    return tuple(_first_replica_only(g) for g in local) if several else tuple(
+        local)
+
+  return tuple(strategy.extended.call_for_each_replica(clip_local,
+                                                       args=grads))
+
+
+def _apply(strategy, parts: Parts, grads_and_vars, global_step, name, pivot,
+           clip: bool = True):
+  """Applies (per-replica) pairs through the inner optimizer.
+
+  With `clip` (and a clip option set), the gradients are clipped first (see
+  `_reduce_and_clip`); without, they already are.
+  """
   pairs = [(g, v) for g, v in grads_and_vars if g is not None]
   variables = [v for _, v in pairs]
   grads = tuple(g for g, _ in pairs)
-  several = strategy.num_replicas_in_sync > 1
   # One string object for every replica: the inner optimizer's merge_call
   # regroups arguments by identity, and equal copies would become PerReplica.
   inner_name = name + "-wrapped"
 
   def apply_local(*local):
-    local = list(local)
-    if parts.clip is not None:
-      local = parts.clip(local)
-      if several:
-        local = [_first_replica_only(g) for g in local]
     return parts.inner.apply_gradients(list(zip(local, variables)),
                                        global_step, inner_name)
 
-  if parts.clip is not None and several:
-    grads = tuple(strategy.extended.batch_reduce_to(
-        tf.distribute.ReduceOp.SUM, pairs))
+  if clip and parts.clip is not None:
+    grads = _reduce_and_clip(strategy, parts.clip, pairs)
   return strategy.group(gating.on_each_replica(strategy, pivot, apply_local, grads))
 
 
@@ -124,14 +156,23 @@ def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
   def apply(pairs, pivot):
     return _apply(strategy, parts, pairs, global_step, name, pivot)
 
-  if parts.accumulator is None:
-    use = lambda pivot: apply(grads_and_vars, pivot)
-  else:
+  checked = grads_and_vars  # What the finite check sees.
+  if parts.accumulator is not None:
     use = parts.accumulator.micro_step(strategy, grads_and_vars, apply)
+  elif (parts.clip is not None and parts.clip.check_clipped and
+        parts.manager.skips_nonfinite_steps):
+    # Check exactly what the update will use (see mp_optimizer.clipping).
+    pairs = [(g, v) for g, v in grads_and_vars if g is not None]
+    checked = tuple(zip(_reduce_and_clip(strategy, parts.clip, pairs),
+                        [v for _, v in pairs]))
+    use = lambda pivot: _apply(strategy, parts, checked, global_step, name,
+                               pivot, clip=False)
+  else:
+    use = lambda pivot: apply(grads_and_vars, pivot)
 
-  scale = parts.manager.get_loss_scale()
+  scale = read_loss_scale(parts.manager)
   if parts.manager.skips_nonfinite_steps:
-    finite = managers.all_finite_in_sync(g for g, _ in grads_and_vars)
+    finite = managers.all_finite_in_sync(g for g, _ in checked)
     when_skipped = overflow.when_skipped(parts, grads_and_vars, scale)
     applied = gating.gate(finite, use, lambda: _skip(when_skipped,
                                                      grads_and_vars,
@@ -144,7 +185,7 @@ def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
   with tf.control_dependencies([applied, scale]):
     update = parts.manager.update_loss_scale(finite)
   signal_updates = signals.record(finite, skipped, scale, parts.skip_counter,
-                                  parts.manager.get_loss_scale)
+                                  lambda: read_loss_scale(parts.manager))
   train_op = tf.group(applied, update, *signal_updates, name=name)
   # The inner apply is gated; only the whole gated step is a train op.
   train_ops[:] = train_ops_before + [train_op]

@@ -12,6 +12,7 @@ import tensorflow as tf
 import managers
 import mp_optimizer
 from tests import harness
+from tests import mirrored
 from tests import models
 
 v1 = tf.compat.v1
@@ -126,3 +127,68 @@ class ClippingTest(parameterized.TestCase):
       mp_optimizer.LossScaleOptimizer(models.OPTIMIZERS["sgd"](),
                                       managers.FixedLossScaleManager(8),
                                       **kwargs)
+
+
+# Finite gradients whose squares overflow float32 (about 1.8e19 and up).
+HUGE_GRADIENTS = np.array([3e38, -3e38, 1e20, -1e20, 1.0, 0.0] + [1e20] * 58,
+                          np.float32)
+
+
+def _expected_clip(option, grad, limit):
+  """Clipped gradient in float64, rounded to float32."""
+  grad = grad.astype(np.float64)
+  if option == "clipvalue":
+    return np.clip(grad, -limit, limit).astype(np.float32)
+  norm = np.sqrt(np.sum((grad / 3e38)**2)) * 3e38
+  return (grad * min(1.0, limit / norm)).astype(np.float32)
+
+
+class HugeGradientsTest(parameterized.TestCase):
+  """Finite gradients of any size are clipped, never turned into NaN or 0."""
+
+  @parameterized.named_parameters(
+      (f"{option}_{limit:g}", option, limit)
+      for option in ("clipnorm", "global_clipnorm", "clipvalue")
+      for limit in (1.0, 1e-30, 1e30))
+  def test_clipped_update_is_finite_and_exact(self, option, limit):
+    with tf.Graph().as_default() as g:
+      w = v1.get_variable("w", initializer=np.zeros(64, np.float32))
+      # d loss / d w = HUGE_GRADIENTS exactly (the loss itself may be Inf).
+      loss = tf.reduce_sum(w * tf.constant(HUGE_GRADIENTS))
+      opt = mp_optimizer.LossScaleOptimizer(
+          v1.train.GradientDescentOptimizer(1.0),
+          managers.FixedLossScaleManager(1), **{option: limit})
+      train_op = opt.minimize(loss)
+      with v1.Session(graph=g) as sess:
+        sess.run(v1.global_variables_initializer())
+        _, applied = sess.run([train_op, mp_optimizer.step_applied()])
+        moved = -sess.run(w)
+    self.assertTrue(applied)
+    self.assertTrue(np.all(np.isfinite(moved)), moved)
+    expected = _expected_clip(option, HUGE_GRADIENTS, limit)
+    np.testing.assert_allclose(moved, expected, rtol=1e-5,
+                               atol=np.float32(limit) * 1e-6)
+    self.assertGreater(np.abs(moved).max(), 0.0)
+
+  def test_replica_sum_that_overflows_is_a_skipped_overflow(self):
+    # Each replica's gradient is finite (3e38 in one entry), their sum is
+    # not: the clipped update would be NaN, so the step is an overflow.
+    with tf.Graph().as_default() as g:
+      strategy = tf.distribute.MirroredStrategy(mirrored.DEVICES)
+      with strategy.scope():
+        w = v1.get_variable("w", initializer=np.zeros(4, np.float32))
+        manager = managers.ExponentialUpdateLossScaleManager(
+            1, 1000, decr_every_n_nan_or_inf=1, min_loss_scale=0.25)
+        opt = mp_optimizer.LossScaleOptimizer(
+            v1.train.GradientDescentOptimizer(1.0), manager,
+            global_clipnorm=1.0)
+        grad = tf.constant([3e38, 1.0, 0.0, 0.0], tf.float32)
+        train_op = strategy.group(strategy.run(
+            lambda: opt.minimize(tf.reduce_sum(w * grad))))
+      skipped = mp_optimizer.skipped_steps()
+      with v1.Session(graph=g, config=mirrored.SESSION_CONFIG) as sess:
+        sess.run(v1.global_variables_initializer())
+        sess.run(train_op)
+        self.assertEqual(sess.run(skipped), 1)
+        self.assertEqual(sess.run(manager.get_loss_scale()), np.float32(0.8))
+        np.testing.assert_array_equal(sess.run(w), np.zeros(4, np.float32))
