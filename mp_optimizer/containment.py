@@ -28,7 +28,10 @@ A v1 summary built by the side (`tf.compat.v1.summary.*`) is dead on a
 skipped step, and `merge_all()` (what summary hooks fetch) would fail. Each
 such summary in a collection is replaced there by a Merge of it and an
 empty summary that only the skipped side produces: a skipped step's merged
-summary just lacks those values.
+summary just lacks those values. A TF2 summary (`tf.summary.*` under a
+default writer) built by the side is likewise replaced in the collection
+`tf.compat.v1.summary.all_v2_summary_ops()` reads by a Merge of it and a
+`False` ("nothing written") of the skipped side.
 
 An optimizer that builds nothing outside the caller's scope (every
 `tf.compat.v1.train` optimizer) gets no extra edge and no extra op.
@@ -44,6 +47,9 @@ _SUMMARY_TYPES = frozenset((
     "ScalarSummary", "HistogramSummary", "ImageSummary", "AudioSummary",
     "AudioSummaryV2", "TensorSummary", "TensorSummaryV2", "MergeSummary"))
 _MERGE_TYPES = frozenset(("Merge", "RefMerge"))
+# The collection of TF2 summary writes that `all_v2_summary_ops()` returns
+# (`ops.GraphKeys._SUMMARY_COLLECTION`, which has no public name).
+_SUMMARY_V2_COLLECTION = "_SUMMARY_V2"
 _BACK_EDGE_TYPES = frozenset(("NextIteration", "RefNextIteration"))
 # Frame boundaries of v1 while loops: an Enter forwards an outer tensor into
 # a loop frame, an Exit a loop's result out of it. Neither computes anything,
@@ -164,10 +170,11 @@ def _keep_summaries_fetchable(graph: tf.Graph, new: Set[tf.Operation],
     entries = graph.get_collection_ref(key)
     for index, entry in enumerate(entries):
       if not (isinstance(entry, tf.Tensor) and entry.op in new and
-              _is_summary(entry)):
+              (key == _SUMMARY_V2_COLLECTION or _is_summary(entry))):
         continue
       with graph.name_scope(entry.op.name + "/"):
         with tf.control_dependencies([off]):
-          empty = tf.constant(b"", name="when_skipped")
+          # b"" (an empty summary) or False (no TF2 summary written).
+          empty = tf.zeros([], entry.dtype, name="when_skipped")
         entries[index] = tf.raw_ops.Merge(inputs=[entry, empty],
                                           name="or_skipped").output

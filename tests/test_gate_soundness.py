@@ -261,3 +261,38 @@ class MirroredGateSoundnessTest(parameterized.TestCase):
     self.assertEqual(before, state())
     run.step(mirrored.NO_REPLICA, 1.0)
     self.assertNotEqual(before, state())
+
+
+class TF2SummaryInApply(v1.train.GradientDescentOptimizer):
+  """Writes a TF2 summary (`tf.summary.scalar`) of the gradients it applies."""
+
+  def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+    grads_and_vars = list(grads_and_vars)
+    tf.summary.scalar(APPLY_TAG,
+                      tf.linalg.global_norm([g for g, _ in grads_and_vars]),
+                      step=v1.train.get_or_create_global_step())
+    return super().apply_gradients(grads_and_vars, global_step, name)
+
+
+class TF2SummaryTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(("default", False), ("legacy", True))
+  def test_v2_summary_ops_stay_fetchable_on_skipped_steps(self, legacy):
+    with models.legacy_graph_behavior(legacy), tf.Graph().as_default():
+      writer = tf.summary.create_file_writer(self.create_tempdir().full_path)
+      poison = v1.placeholder(tf.float32, [])
+      with writer.as_default():
+        train_op = mp_optimizer.LossScaleOptimizer(
+            TF2SummaryInApply(LEARNING_RATE),
+            managers.FixedLossScaleManager(8)).minimize(
+                models.dense_loss(poison, compute_dtype=tf.float32),
+                global_step=v1.train.get_or_create_global_step())
+      summaries = v1.summary.all_v2_summary_ops()
+      self.assertLen(summaries, 1)
+      with v1.Session() as sess:
+        sess.run([v1.global_variables_initializer(), writer.init()])
+        written = [sess.run([train_op, summaries], {poison: value})[1]
+                   for value in (1.0, np.inf, 1.0)]
+        sess.run(writer.flush())
+    # Written on the applied steps; "not written" on the skipped one.
+    self.assertEqual(written, [[True], [False], [True]])
