@@ -30,7 +30,8 @@ window, so cross-replica traffic happens once per window.
 
 The state is optimizer state: GLOBAL variables (checkpointed, listed by
 `LossScaleOptimizer.variables()`) named `gradient_accumulation/<variable>`
-and `gradient_accumulation/micro_steps`, made once per graph.
+and `gradient_accumulation/micro_steps`, made once per train op (a second
+train op of the same optimizer gets `gradient_accumulation_1/...`).
 """
 
 import weakref
@@ -58,47 +59,55 @@ def _accumulator_dtype(var) -> tf.DType:
 
 
 class GradientAccumulator:
-  """Accumulators and the micro-step counter of one optimizer, per graph."""
+  """Accumulators and micro-step counters of one optimizer, per graph.
+
+  Each `apply_gradients` (each train op) gets its own window: accumulators
+  for its variables and a micro-step counter. The first train op's state is
+  named `gradient_accumulation/...`, a second one's
+  `gradient_accumulation_1/...`, so an optimizer minimized twice (over the
+  same or different `var_list`s) keeps two windows that never mix.
+  """
 
   def __init__(self, owner: _tracking.Trackable, steps: int):
     self._owner = owner
     self._steps = steps
+    # graph -> [(accumulators by variable ref, counter)], one per train op.
     self._by_graph = weakref.WeakKeyDictionary()
 
   def variables(self) -> List[tf.Variable]:
-    """The current graph's accumulators and counter (none before use)."""
+    """The current graph's accumulators and counters (none before use)."""
     with tf.init_scope():
       if tf.executing_eagerly():
         return []
-      found = self._by_graph.get(tf.compat.v1.get_default_graph())
-    return [] if found is None else [*found[0].values(), found[1]]
+      windows = self._by_graph.get(tf.compat.v1.get_default_graph(), [])
+    return [variable for accumulators, counter in windows
+            for variable in (*accumulators.values(), counter)]
 
-  def _state(self, variables) -> Tuple[Dict, tf.Variable]:
-    """Creates (once per graph, in cross-replica context) and returns state."""
+  def _new_window(self, variables) -> Tuple[Dict, tf.Variable]:
+    """Creates one train op's state (in cross-replica context)."""
     with tf.init_scope():
       graph = tf.compat.v1.get_default_graph()
-      found = self._by_graph.get(graph)
-      if found is not None:
-        return found
+      windows = self._by_graph.setdefault(graph, [])
+      prefix = _PREFIX if not windows else f"{_PREFIX}_{len(windows)}"
       accumulators = {}
       with graph.name_scope(None):
         for var in variables:
           with tf.device(var.device):  # Next to the variable it serves.
             accumulators[var.ref()] = tf.compat.v1.Variable(
                 tf.zeros(var.shape, _accumulator_dtype(var)),
-                name=f"{_PREFIX}/{var.op.name}", trainable=False,
+                name=f"{prefix}/{var.op.name}", trainable=False,
                 use_resource=True,
                 synchronization=tf.VariableSynchronization.ON_READ,
                 aggregation=tf.VariableAggregation.SUM)
           _tracking.track(self._owner, accumulators[var.ref()],
-                          f"{_PREFIX}/{var.op.name}")
+                          f"{prefix}/{var.op.name}")
         counter = tf.compat.v1.Variable(
-            0, dtype=tf.int64, name=f"{_PREFIX}/micro_steps", trainable=False,
+            0, dtype=tf.int64, name=f"{prefix}/micro_steps", trainable=False,
             use_resource=True,
             synchronization=tf.VariableSynchronization.ON_WRITE,
             aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-        _tracking.track(self._owner, counter, f"{_PREFIX}/micro_steps")
-      self._by_graph[graph] = (accumulators, counter)
+        _tracking.track(self._owner, counter, f"{prefix}/micro_steps")
+      windows.append((accumulators, counter))
       return accumulators, counter
 
   def micro_step(self, strategy: tf.distribute.Strategy, grads_and_vars,
@@ -123,7 +132,7 @@ class GradientAccumulator:
       (`gating.on_each_replica`).
     """
     pairs = [(g, v) for g, v in grads_and_vars if g is not None]
-    accumulators, counter = self._state([v for _, v in pairs])
+    accumulators, counter = self._new_window([v for _, v in pairs])
     return lambda pivot: self._build(strategy, pairs, accumulators, counter,
                                      apply, pivot)
 

@@ -145,6 +145,38 @@ class AccumulatorStateTest(parameterized.TestCase):
     for a, b in zip(results[-1], want):
       np.testing.assert_array_equal(a, b)
 
+  def test_two_train_ops_of_one_optimizer_keep_separate_windows(self):
+    # One optimizer minimized over w, then over b: each train op has its
+    # own window, so N steps of the first apply exactly one update to w and
+    # none to b, and the second op's window is still empty.
+    micro = _micro_batches(windows=1)
+    with tf.Graph().as_default() as g:
+      x, y, loss = models.regression()
+      w, b = v1.trainable_variables()
+      opt = mp_optimizer.LossScaleOptimizer(
+          v1.train.GradientDescentOptimizer(0.5), FIXED(),
+          gradient_accumulation_steps=N)
+      train_w = opt.minimize(loss, var_list=[w])
+      train_b = opt.minimize(loss, var_list=[b])
+      names = {v.op.name for v in opt.variables()}
+      self.assertContainsSubset({"gradient_accumulation/regression/w",
+                                 "gradient_accumulation/micro_steps",
+                                 "gradient_accumulation_1/regression/b",
+                                 "gradient_accumulation_1/micro_steps"}, names)
+      mean_grad_w = tf.gradients(loss, [w])[0]
+      with v1.Session(graph=g) as sess:
+        sess.run(v1.global_variables_initializer())
+        w0, b0 = sess.run([w, b])
+        grads = [sess.run(mean_grad_w, {x: xb, y: yb}) for xb, yb in micro]
+        for xb, yb in micro:
+          sess.run(train_w, {x: xb, y: yb})
+        np.testing.assert_allclose(sess.run(w), w0 - 0.5 * np.mean(grads, 0),
+                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(sess.run(b), b0)
+        xb, yb = micro[0]
+        sess.run(train_b, {x: xb, y: yb})  # 1 of N: nothing applied yet.
+        np.testing.assert_array_equal(sess.run(b), b0)
+
   @parameterized.named_parameters(("one", 1, ValueError), ("zero", 0, ValueError),
                                   ("float", 2.0, TypeError),
                                   ("bool", True, TypeError))
