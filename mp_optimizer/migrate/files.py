@@ -8,7 +8,6 @@ file passes the filter.
 
 import ast
 import dataclasses
-import difflib
 import io
 import os
 import stat
@@ -16,6 +15,7 @@ import tempfile
 import tokenize
 from typing import Iterator, List, Sequence
 
+from mp_optimizer.migrate import diffs
 from mp_optimizer.migrate import names
 
 _NOT_SEARCHED = ("__pycache__", "site-packages", "dist-packages")
@@ -153,8 +153,8 @@ def process(path: str, data: bytes, in_place: bool) -> Result:
       return result
     result.out = f"rewrote {path}\n".encode()
   else:
-    diff = difflib.unified_diff(old.splitlines(keepends=True),
-                                new.splitlines(keepends=True), path, path)
+    diff = diffs.unified(old.splitlines(keepends=True),
+                         new.splitlines(keepends=True), path)
     text = "".join(line if line.endswith("\n") else
                    line + "\n\\ No newline at end of file\n" for line in diff)
     # In the file's own encoding, so that `patch` applies it to the file.

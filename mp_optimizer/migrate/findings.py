@@ -10,7 +10,7 @@ TensorFlow loss scales were converted.
 """
 
 import dataclasses
-from typing import List, Optional, Set
+from typing import Callable, List, Optional, Set
 
 import libcst as cst
 
@@ -67,15 +67,17 @@ class FindingsPass(cst.CSTVisitor):
   Args:
     converted_tf_names: Whether the expression pass converted one of
       TensorFlow's own loss-scale or graph-rewrite names in this file.
+    lines: Maps a parsed line to the file's line (`resolve.Resolver`).
   """
 
   METADATA_DEPENDENCIES = resolve.METADATA_DEPENDENCIES
 
-  def __init__(self, converted_tf_names: bool):
+  def __init__(self, converted_tf_names: bool,
+               lines: Callable[[int], int] = lambda line: line):
     super().__init__()
     self.findings: List[Finding] = []
     self._converted_tf_names = converted_tf_names
-    self._resolve = resolve.Resolver(self.get_metadata)
+    self._resolve = resolve.Resolver(self.get_metadata, lines)
     self._legacy_objects: Set[str] = set()  # `opt`, `self.opt`: legacy values.
     self._classes: List[bool] = []  # Does each enclosing class extend one?
     # Findings that count only if the file refers to the legacy API.

@@ -19,7 +19,7 @@ its body names `float32`, and it returns through a `cast`.
 """
 
 import re
-from typing import List
+from typing import Callable, List
 
 import libcst as cst
 from libcst import metadata
@@ -42,12 +42,17 @@ def _notice(name: str) -> str:
 
 
 class GetterPass(cst.CSTVisitor):
-  """Collects a notice for each function shaped like a float32 getter."""
+  """Collects a notice for each function shaped like a float32 getter.
+
+  Args:
+    lines: Maps a parsed line to the file's line (`resolve.Resolver`).
+  """
 
   METADATA_DEPENDENCIES = (metadata.PositionProvider,)
 
-  def __init__(self):
+  def __init__(self, lines: Callable[[int], int] = lambda line: line):
     super().__init__()
+    self._lines = lines
     self.findings: List[findings.Finding] = []
 
   def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -58,6 +63,7 @@ class GetterPass(cst.CSTVisitor):
     body = _EMPTY.code_for_node(node.body)
     if (re.search(rf"\b{re.escape(getter)}\s*\(", body) and
         "float32" in body and _CAST.search(body) and "return" in body):
-      line = self.get_metadata(metadata.PositionProvider, node).start.line
+      line = self._lines(
+          self.get_metadata(metadata.PositionProvider, node).start.line)
       self.findings.append(findings.Finding(line, _notice(node.name.value),
                                             needs_human=False))
