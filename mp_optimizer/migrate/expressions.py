@@ -188,6 +188,9 @@ class ExpressionPass(cst.CSTTransformer):
         self._resolve.legacy_path(original.func) or "")
     if target is not None and self._context(original.func) != "keras":
       return self._calls.legacy_call(original, updated, target)
+    library = self._resolve.target(original.func)
+    if library is not None:  # Converted code: what is still to do there.
+      return self._calls.library_call(original, updated, library)
     if len(original.args) < 2 or not self._getattr_owner(
         original.args[0].value):
       return updated

@@ -29,10 +29,16 @@ class Result:
     status: 0 nothing left to do, 1 findings, 2 not read, parsed or written.
     out: Bytes for stdout (a diff in the file's encoding, or `rewrote`).
     err: Text for stderr, one `file:line: reason` (or `file: why`) a line.
+    changed: Whether the file was (or, printing a diff, would be) rewritten.
+    findings: How many findings (needing a human) it has.
+    notices: How many notices it has.
   """
   status: int = 0
   out: bytes = b""
   err: List[str] = dataclasses.field(default_factory=list)
+  changed: bool = False
+  findings: int = 0
+  notices: int = 0
 
 
 def _searched(root: str, directory: str) -> bool:
@@ -141,15 +147,18 @@ def process(path: str, data: bytes, in_place: bool) -> Result:
   for finding in findings:
     note = "" if finding.needs_human else "notice: "
     result.err.append(f"{path}:{finding.line}: {note}{finding.reason}")
-  result.status = 1 if any(f.needs_human for f in findings) else 0
+  result.findings = sum(f.needs_human for f in findings)
+  result.notices = len(findings) - result.findings
+  result.status = 1 if result.findings else 0
   if new == old:
     return result
+  result.changed = True
   if in_place:
     try:
       _write(path, new.encode(encoding))
     except OSError as e:
       result.err.append(f"{path}: cannot write: {e.strerror or e}")
-      result.status = 2
+      result.status, result.changed = 2, False
       return result
     result.out = f"rewrote {path}\n".encode()
   else:

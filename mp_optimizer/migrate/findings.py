@@ -130,7 +130,8 @@ class FindingsPass(cst.CSTVisitor):
 
   def visit_ClassDef(self, node: cst.ClassDef) -> None:
     self._classes.append(
-        any(self._resolve.legacy_path(b.value) for b in node.bases))
+        any(self._resolve.legacy_path(b.value) or self._resolve.target(b.value)
+            for b in node.bases))
 
   def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
     self._classes.pop()
@@ -143,7 +144,7 @@ class FindingsPass(cst.CSTVisitor):
 
   def visit_Assign(self, node: cst.Assign) -> None:
     if isinstance(node.value, cst.Call) and (
-        self._resolve.legacy_path(node.value.func) in names.LEGACY_NAMES):
+        self._resolve.target(node.value.func) is not None):
       self._legacy_objects.update(source_text(t.target) for t in node.targets)
 
   # References ----------------------------------------------------------------
@@ -157,7 +158,7 @@ class FindingsPass(cst.CSTVisitor):
   def _reference(self, node: cst.BaseExpression) -> None:
     if isinstance(self._resolve.parent(node), cst.AssignTarget):
       return
-    if self._resolve.legacy_path(node) is not None:
+    if self._resolve.legacy_path(node) or self._resolve.target(node):
       self._saw_legacy = True
       return
     self._check_other(node)

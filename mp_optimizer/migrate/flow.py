@@ -71,7 +71,7 @@ class LegacyCalls:
     """"wrapped", "scale", "keras" (an optimizer) or "other"."""
     if not isinstance(value, cst.Call):
       return "other"
-    target = names.LEGACY_NAMES.get(self._resolve.legacy_path(value.func) or "")
+    target = self._resolve.target(value.func)
     if target is not None and target.name in calls.WRAPPERS:
       return "wrapped"
     if target is not None and target.package == "managers":
@@ -89,20 +89,31 @@ class LegacyCalls:
         blocks.add(id(node))
     return blocks
 
+  def library_call(self, original: cst.Call, updated: cst.Call,
+                   target: names.Target) -> cst.Call:
+    """Returns a call of this library's name for a legacy one (converted
+    code), whole float step counts written as ints; reports what is still
+    to do there: the findings a legacy call gets, not its notices."""
+    updated = calls.fix_step_counts(
+        updated, target, lambda reason: self._report(original, reason))
+    if target.name in calls.WRAPPERS:
+      self._check_wrapped(original, target, self._opt_is_keras(original))
+    return updated
+
+  def _opt_is_keras(self, call: cst.Call) -> bool:
+    opt = calls.argument(call, 0, "opt")
+    return opt is not None and self._is_keras(opt.value)
+
   def legacy_call(self, original: cst.Call, updated: cst.Call,
                   target: names.Target) -> cst.Call:
     """Returns the rewritten call of a legacy name; reports what it must."""
-    updated = calls.fix_step_counts(
-        updated, target, lambda reason: self._report(original, reason))
-    opt = calls.argument(original, 0, "opt")
-    keras = opt is not None and self._is_keras(opt.value)
+    updated = self.library_call(original, updated, target)
     # A Keras optimizer is wrapped by Keras's LossScaleOptimizer, as TF did.
-    notice = None if keras else calls.fixed_scale_notice(
-        original, target, self._managers, self._is_scale_object)
+    notice = None if self._opt_is_keras(original) else (
+        calls.fixed_scale_notice(original, target, self._managers,
+                                 self._is_scale_object))
     if notice:
       self._report(original, notice, needs_human=False)
-    if target.name in calls.WRAPPERS:
-      self._check_wrapped(original, target, keras)
     position = self._resolve.position(original.func).end
     bracket = position.column + len(source_text(original.whitespace_after_func))
     statement = original

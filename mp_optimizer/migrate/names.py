@@ -99,6 +99,24 @@ def _build_names() -> Dict[str, Target]:
 
 LEGACY_NAMES: Dict[str, Target] = _build_names()
 
+
+def _build_converted() -> Dict[str, Target]:
+  """This library's names for the legacy ones, as converted code spells them
+  (also the top-level `managers` package and `mp_optimizer.contrib`)."""
+  converted = {}
+  for target in set(LEGACY_NAMES.values()):
+    modules = (["mp_optimizer"] if target.package == "mp_optimizer" else
+               ["mp_optimizer.managers", "managers"])
+    if target.family == CONTRIB:
+      modules.append("mp_optimizer.contrib")
+    for module in modules:
+      converted[f"{module}.{target.name}"] = target
+  return converted
+
+
+# A run on converted code reports what is still to do from these.
+LIBRARY_NAMES: Dict[str, Target] = _build_converted()
+
 # A file refers to the legacy API only through an import that spells
 # `tensorflow` (or `tensorflow_core`). Every legacy name contains `LossScale`
 # or `mixed_precision`; so does every legacy module but `train.experimental`,

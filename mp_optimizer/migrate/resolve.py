@@ -95,6 +95,16 @@ class Resolver:
           return path
     return None
 
+  def target(self, node: cst.CSTNode) -> Optional[names.Target]:
+    """What `node` names: a legacy name, or this library's name for one."""
+    legacy = self.legacy_path(node)
+    if legacy is not None:
+      return names.LEGACY_NAMES.get(legacy)
+    for path in self.paths(node):
+      if path in names.LIBRARY_NAMES:
+        return names.LIBRARY_NAMES[path]
+    return None
+
   def _through_alias(self, node: cst.CSTNode) -> List[str]:
     """Resolves `v1.x.y` in a module that did `v1 = tf.compat.v1` once."""
     head = node
