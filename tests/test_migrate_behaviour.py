@@ -25,6 +25,14 @@ v1 = tf.compat.v1
 FIXTURES = pathlib.Path(__file__).resolve().parent / "migrate_fixtures"
 _SKIPS = ("now skips steps with NaN/Inf gradients where TensorFlow applied "
           "them; to keep TensorFlow's behaviour write ")
+_SUBCLASS = (
+    "private attributes of the legacy class, which the replacement neither "
+    "sets nor reads (it fails, or ignores them, when the graph is built); "
+    "subclass `managers.LossScaleManager` and implement `get_loss_scale()` and "
+    "`update_loss_scale(finite_grads)` with variables of your own, or drop the "
+    "class and pass its values to `managers.ExponentialUpdateLossScaleManager("
+    "init_loss_scale, incr_every_n_steps, decr_every_n_nan_or_inf, incr_ratio, "
+    "decr_ratio)`")
 # Fixture -> the exact stderr lines of the conversion ({} is the file).
 MESSAGES = {
     "environment_first.py": [],
@@ -39,6 +47,15 @@ MESSAGES = {
         "ValueError for any other; for Keras use "
         "tf.keras.mixed_precision.set_global_policy('mixed_float16'), and "
         "model.compile wraps the optimizer in Keras's LossScaleOptimizer"],
+    "manager_subclass.py": [
+        "{}:10: class `ScopedLossScaleManager` extends "
+        "`ExponentialUpdateLossScaleManager` and assigns "
+        "`_decr_every_n_nan_or_inf`, `_decr_ratio`, `_incr_every_n_steps`, "
+        "`_incr_ratio`, `_loss_scale`, `_num_bad_steps`, `_num_good_steps`: "
+        + _SUBCLASS,
+        "{}:30: class `LoggedLossScaleManager` extends "
+        "`ExponentialUpdateLossScaleManager` and reads `_loss_scale`: " +
+        _SUBCLASS],
     "needs_a_human.py": [
         "{}:12: `opt` is already wrapped for loss scaling (line 11) and is "
         "wrapped again here by `LossScaleOptimizer`: the replacement refuses "

@@ -222,6 +222,26 @@ FINDINGS = [
      "  def _down_scale(self, grads_and_vars, loss_scale):\n"
      "    return grads_and_vars\n",
      [(5, "`_down_scale` overrides a private method")], "def _down_scale"),
+    ("manager_subclass_assigning_contrib_attributes",
+     TF + "\nclass M(tf.contrib.mixed_precision.FixedLossScaleManager):\n"
+     "  def __init__(self, scale):\n    self._loss_scale = tf.constant(scale)\n",
+     [(3, "class `M` extends `FixedLossScaleManager` and assigns "
+       "`_loss_scale`: private")], "class M(managers.FixedLossScaleManager)"),
+    ("manager_subclass_updating_contrib_counters",
+     TF + "\nclass M(tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager):\n"
+     "  def step(self):\n    self._num_good_steps += 1\n"
+     "    self._incr_ratio, self._decr_ratio = 4, self._decr_ratio\n",
+     [(3, "assigns `_decr_ratio`, `_incr_ratio`, `_num_good_steps` and reads "
+       "`_decr_ratio`: private")], "self._num_good_steps += 1"),
+    ("optimizer_subclass_reading_contrib_attributes",
+     "from tensorflow.contrib.mixed_precision import LossScaleOptimizer\n\n"
+     "class Logged(LossScaleOptimizer):\n"
+     "  def minimize(self, loss):\n    print(self._loss_scale_manager)\n"
+     "    return self._opt.minimize(loss)\n",
+     [(3, "reads `_loss_scale_manager`, `_opt`: private attributes of the "
+       "legacy class, which the replacement neither sets nor reads (it fails, "
+       "or ignores them, when the graph is built); use the replacement's "
+       "public properties")], "class Logged(LossScaleOptimizer)"),
     ("tf_type_check",
      TF + "\nok = isinstance(s, tf.compat.v1.mixed_precision.DynamicLossScale)\n",
      [(3, "now means managers.DynamicLossScale")],
