@@ -33,12 +33,22 @@ _SUBCLASS = (
     "class and pass its values to `managers.ExponentialUpdateLossScaleManager("
     "init_loss_scale, incr_every_n_steps, decr_every_n_nan_or_inf, incr_ratio, "
     "decr_ratio)`")
+_KERAS_REWRITE = (
+    "`{}` is a Keras optimizer: TensorFlow 2.x's "
+    "enable_mixed_precision_graph_rewrite (and the replacement, which does the "
+    "same) accepts only Keras 2's legacy optimizers "
+    "(tf.keras.optimizers.legacy, up to TensorFlow 2.15) and raises ValueError "
+    "for any other; for Keras use "
+    "tf.keras.mixed_precision.set_global_policy('mixed_float16'), and "
+    "model.compile wraps the optimizer in Keras's LossScaleOptimizer")
 # Fixture -> the exact stderr lines of the conversion ({} is the file).
 MESSAGES = {
     "environment_first.py": [],
+    "estimator_model_fns.py": [],
     "fixed_scale.py": [
         "{}:20: notice: `FixedLossScale(128)` " + _SKIPS +
         "`managers.FixedLossScale(128, skip_nonfinite_steps=False)`"],
+    "keras_fixed_scale.py": ["{}:14: " + _KERAS_REWRITE.format("optimizer")],
     "keras_rewrite.py": [
         "{}:14: `opt` is a Keras optimizer: TensorFlow 2.x's "
         "enable_mixed_precision_graph_rewrite (and the replacement, which "

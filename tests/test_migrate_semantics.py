@@ -30,9 +30,14 @@ def _keras(line, name):
           True)
 
 
-def _notice(line, shown, maybe=False, value=None):
+def _notice(line, shown, maybe=False, value=None, opt=None):
+  """The fixed-scale notice; `opt`: an optimizer of unknown kind given to
+  the graph rewrite, where it holds for a tf.compat.v1 one only."""
   value = shown if value is None else value
-  return (line, ("if `%s` is a number, " % value if maybe else "") +
+  conditions = ([f"`{opt}` is a tf.compat.v1 optimizer (a Keras one goes to "
+                 "Keras's LossScaleOptimizer, unchanged)"] if opt else []) + (
+                     [f"`{value}` is a number"] if maybe else [])
+  return (line, (f"if {' and '.join(conditions)}, " if conditions else "") +
           f"the fixed scale `loss_scale={shown}` " + _SKIPS +
           f"`loss_scale=managers.FixedLossScale({value}, "
           "skip_nonfinite_steps=False)`", False)
@@ -59,7 +64,34 @@ CASES = [
      TF + "import mp_optimizer\n"
      "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
      "    opt, loss_scale=128)\n",
-     [_notice(2, "128")]),
+     [_notice(2, "128", opt="opt")]),
+    ("number_to_the_graph_rewrite_with_a_v1_optimizer",
+     TF + "sgd = tf.compat.v1.train.GradientDescentOptimizer(0.1)\n"
+     "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
+     "    sgd, loss_scale=128)\n",
+     TF + "import mp_optimizer\n"
+     "sgd = tf.compat.v1.train.GradientDescentOptimizer(0.1)\n"
+     "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
+     "    sgd, loss_scale=128)\n",
+     [_notice(3, "128")]),
+    ("number_to_the_graph_rewrite_with_tf_optimizers",  # Keras, in TF 2.x.
+     TF + "sgd = tf.optimizers.SGD(0.1)\n"
+     "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
+     "    sgd, loss_scale=128)\n",
+     TF + "import mp_optimizer\nsgd = tf.optimizers.SGD(0.1)\n"
+     "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
+     "    sgd, loss_scale=128)\n", [_keras(3, "sgd")]),
+    ("number_to_the_graph_rewrite_with_keras_scale_optimizer",
+     TF + "opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)\n"
+     "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, loss_scale=128)\n",
+     TF + "import mp_optimizer\n"
+     "opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)\n"
+     "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, loss_scale=128)\n",
+     [(2, "this file also uses Keras mixed precision: the loss scales "
+       "converted here work with tf.compat.v1 optimizers only; check that none "
+       "of them reaches a Keras optimizer", True), _keras(3, "opt")]),
     ("number_to_the_optimizer",
      TF + "opt = tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer("
      "opt, 2**15)\n",
@@ -79,7 +111,7 @@ CASES = [
      TF + "import mp_optimizer\n"
      "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
      "    opt, loss_scale=get_loss_scale(FLAGS))\n",
-     [_notice(2, "get_loss_scale(FLAGS)", maybe=True)]),
+     [_notice(2, "get_loss_scale(FLAGS)", maybe=True, opt="opt")]),
     ("code_quoted_on_one_line",
      TF + "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
      "    opt, loss_scale=get_loss_scale(FLAGS,\n"
@@ -88,7 +120,8 @@ CASES = [
      "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
      "    opt, loss_scale=get_loss_scale(FLAGS,\n"
      "                                   default='dynamic'))\n",
-     [_notice(2, "get_loss_scale(FLAGS, default='dynamic')", maybe=True)]),
+     [_notice(2, "get_loss_scale(FLAGS, default='dynamic')", maybe=True,
+              opt="opt")]),
     ("keras_optimizer_reported_without_fixed_scale_notice",
      TF + "opt = tf.keras.optimizers.Adam()\n"
      "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"

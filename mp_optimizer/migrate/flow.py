@@ -68,7 +68,7 @@ class LegacyCalls:
     return any(k == kind for k, _, _ in self._scopes[-1].get(name, []))
 
   def _kind(self, value: cst.BaseExpression) -> str:
-    """"wrapped", "scale", "keras" (an optimizer) or "other"."""
+    """"wrapped", "scale", "keras" or "v1" (an optimizer), or "other"."""
     if not isinstance(value, cst.Call):
       return "other"
     target = self._resolve.target(value.func)
@@ -78,6 +78,8 @@ class LegacyCalls:
       return "scale"
     if calls.is_keras_optimizer(self._resolve.paths(value.func)):
       return "keras"
+    if calls.is_v1_optimizer(self._resolve.paths(value.func)):
+      return "v1"
     return "other"
 
   def _blocks_around(self, node: cst.CSTNode) -> Set[int]:
@@ -109,9 +111,11 @@ class LegacyCalls:
     """Returns the rewritten call of a legacy name; reports what it must."""
     updated = self.library_call(original, updated, target)
     # A Keras optimizer is wrapped by Keras's LossScaleOptimizer, as TF did.
+    opt = calls.argument(original, 0, "opt")
     notice = None if self._opt_is_keras(original) else (
-        calls.fixed_scale_notice(original, target, self._managers,
-                                 self._is_scale_object))
+        calls.fixed_scale_notice(
+            original, target, self._managers, self._is_scale_object,
+            opt is not None and self._is_v1(opt.value)))
     if notice:
       self._report(original, notice, needs_human=False)
     position = self._resolve.position(original.func).end
@@ -129,6 +133,13 @@ class LegacyCalls:
       return self._kind(node) == "scale"
     return isinstance(node, _NAMED) and self._bound(
         source_text(node), {"scale"}) is not None
+
+  def _is_v1(self, opt: cst.BaseExpression) -> bool:
+    """Whether `opt` makes, or names something bound only to, a v1 one."""
+    if isinstance(opt, cst.Call):
+      return self._kind(opt) == "v1"
+    return isinstance(opt, _NAMED) and self._ever(source_text(opt), "v1") and (
+        not self._ever(source_text(opt), "other"))
 
   def _is_keras(self, opt: cst.BaseExpression) -> bool:
     """Whether `opt` makes, or names something once bound to, a Keras one."""
