@@ -41,6 +41,14 @@ _KERAS_REWRITE = (
     "for any other; for Keras use "
     "tf.keras.mixed_precision.set_global_policy('mixed_float16'), and "
     "model.compile wraps the optimizer in Keras's LossScaleOptimizer")
+_NVIDIA = (
+    "`{}` made NVIDIA's TF1 containers apply {} to every tf.compat.v1 "
+    "optimizer; stock TensorFlow ignores it, so this trains in float32 "
+    "without loss scaling: wrap the optimizer with "
+    "`mp_optimizer.enable_mixed_precision_graph_rewrite(opt, \"dynamic\")` "
+    "(`mp_optimizer.MixedPrecisionLossScaleOptimizer(opt, \"dynamic\")` for "
+    "loss scaling alone), or run the script unchanged with "
+    "`python -m mp_optimizer.nvidia_environment SCRIPT ARGS...`")
 # Fixture -> the exact stderr lines of the conversion ({} is the file).
 MESSAGES = {
     "environment_first.py": [],
@@ -75,6 +83,13 @@ MESSAGES = {
         "variables()",
         "{}:21: `incr_every_n_steps=1000.5` is not a whole number of steps "
         "(the counters are integers): write the int you mean"],
+    "nvidia_runner.py": [
+        "{}:25: " + _NVIDIA.format(
+            "TF_ENABLE_AUTO_MIXED_PRECISION_GRAPH_REWRITE",
+            "the float16 graph rewrite"),
+        "{}:36: " + _NVIDIA.format(
+            "TF_ENABLE_AUTO_MIXED_PRECISION_LOSS_SCALING",
+            "dynamic loss scaling")],
     "scoped_manager.py": [],
     "step_counts.py": [],
 }

@@ -242,6 +242,21 @@ FINDINGS = [
        "legacy class, which the replacement neither sets nor reads (it fails, "
        "or ignores them, when the graph is built); use the replacement's "
        "public properties")], "class Logged(LossScaleOptimizer)"),
+    ("nvidia_variables_set_every_way",
+     "import os\nfrom os import environ\n"
+     "os.environ.setdefault('TF_ENABLE_AUTO_MIXED_PRECISION', '1')\n"
+     "os.putenv('TF_ENABLE_AUTO_MIXED_PRECISION_LOSS_SCALING', '1')\n"
+     "environ['TF_ENABLE_AUTO_MIXED_PRECISION'] = '1' if amp else '0'\n"
+     "os.environ.update({'TF_ENABLE_AUTO_MIXED_PRECISION_GRAPH_REWRITE': '1'})\n"
+     "os.environ.update(TF_ENABLE_AUTO_MIXED_PRECISION='0')\n"
+     "os.environ['TF_ENABLE_AUTO_MIXED_PRECISION'] = '0'\n",
+     [(3, "`TF_ENABLE_AUTO_MIXED_PRECISION` made NVIDIA's TF1 containers "
+       "apply the float16 graph rewrite and dynamic loss scaling"),
+      (4, "`TF_ENABLE_AUTO_MIXED_PRECISION_LOSS_SCALING` made"),
+      (5, "run the script unchanged with `python -m "
+       "mp_optimizer.nvidia_environment SCRIPT ARGS...`"),
+      (6, "`TF_ENABLE_AUTO_MIXED_PRECISION_GRAPH_REWRITE` made")],
+     "os.environ.setdefault('TF_ENABLE_AUTO_MIXED_PRECISION', '1')"),
     ("tf_type_check",
      TF + "\nok = isinstance(s, tf.compat.v1.mixed_precision.DynamicLossScale)\n",
      [(3, "now means managers.DynamicLossScale")],

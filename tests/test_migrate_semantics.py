@@ -250,10 +250,10 @@ CASES = [
      [(3, _VALUE, True), (4, _VALUE, True)]),
     # Point 6: where imports go; layout.
     ("imports_after_environment_setup",
-     "import os\nos.environ['TF_ENABLE_AUTO_MIXED_PRECISION'] = '1'\n"
+     "import os\nos.environ['TF_CPP_MIN_LOG_LEVEL'] = '2'\n"
      "import tensorflow as tf\n\n"
      "m = tf.contrib.mixed_precision.FixedLossScaleManager(8)\n",
-     "import os\nos.environ['TF_ENABLE_AUTO_MIXED_PRECISION'] = '1'\n"
+     "import os\nos.environ['TF_CPP_MIN_LOG_LEVEL'] = '2'\n"
      "import tensorflow as tf\nfrom mp_optimizer import managers\n\n"
      "m = managers.FixedLossScaleManager(8)\n", []),
     ("no_blank_line_added",
