@@ -24,11 +24,12 @@ optimizer is handed to this library's public API:
 `mp_optimizer.MixedPrecisionLossScaleOptimizer(opt, "dynamic")` for loss
 scaling alone (`..._GRAPH_REWRITE=0`), and the rewrite switched on for
 Sessions created afterwards for the rewrite alone (`..._LOSS_SCALING=0`).
-Nothing happens while none is set. Dynamic loss scaling starts at 2**15 and
-doubles after 2000 finite steps, as NVIDIA's did. Optimizers that already
-scale the loss (this library's, TensorFlow's mixed-precision ones) are left
-alone. For code you can change, the explicit call is clearer: the codemod
-(`mp-optimizer-migrate`) reports each place such a variable is set.
+Nothing happens while none is set. Dynamic loss scaling uses the library's
+"dynamic" settings (it starts at 2**15 and doubles after 2000 finite
+steps). Optimizers that already scale the loss (this library's,
+TensorFlow's mixed-precision ones) are left alone. For code you can
+change, the explicit call is clearer: the codemod (`mp-optimizer-migrate`)
+reports each place such a variable is set.
 """
 
 import dataclasses
