@@ -1,19 +1,25 @@
 """How fast `mp-optimizer-migrate` goes through big files and whole trees.
 
-    python benchmarks/codemod_speed.py [--repeat 1] [--jobs N]
+    python benchmarks/codemod_speed.py [--repeat 1] [--jobs N] [--only CASE]
 
 It writes its own inputs into a temporary folder (no network) and times the
 command line in a fresh interpreter, as a user runs it (diff mode, stdout
-thrown away), reporting wall time, peak memory, and the CPU time of the
-same work in one process (`--jobs 1`; what a busy machine does not inflate):
+thrown away), reporting wall time, peak memory (the largest process), and
+the CPU time of the same work in one process (`--jobs 1`; what a busy
+machine does not inflate):
 
-* one 50,000-line module that uses no legacy API (a long generated model
-  file: layers, configs, input pipelines), target < 1 s;
-* a model-zoo tree of 600 files and 150,000 lines, in the shape of the public
-  GPU/NPU model zoos: many models, each with its own model, data, utility and
-  training files, where one file in 30 or so builds its optimizer through
-  `tf.contrib.mixed_precision` or the TF graph rewrite (2-3 % of files in the
-  zoos that were measured), target < 15 s on 2 cores.
+* `file`: one 50,000-line module that uses no legacy API (a long generated
+  model file: layers, configs, input pipelines), target < 1 s;
+* `big`: one 5 MB module that does use it: the same code with, every 100
+  blocks, a function that builds its optimizer through
+  `tf.contrib.mixed_precision` or the TF graph rewrite, and a subclass of
+  contrib's manager; target < 10 s and < 500 MiB;
+* `tree`: 10,000 files in the shape of the public GPU/NPU model zoos: many
+  models, each with model, data, utility, training and launcher files;
+  half start with an NPU toolkit's star import, one in 30 builds its
+  optimizer through the legacy API (2-3 % of files in the zoos measured),
+  one in 50 sets NVIDIA's `TF_ENABLE_AUTO_MIXED_PRECISION`, one in 40 has a
+  hand-written float32 getter; target < 120 s on 2 cores.
 
 Targets are printed next to the numbers; nothing here fails a build.
 """
@@ -35,9 +41,10 @@ _HEADER = '''# Copyright the model zoo authors.
 import os
 import numpy as np
 import tensorflow as tf
-
+{extra}
 FLAGS = tf.compat.v1.flags.FLAGS
 '''
+_NPU = "from npu_bridge.npu_init import *\n"
 
 # One block of ordinary model code (no legacy name); {i} keeps names unique.
 _BLOCK = '''
@@ -97,14 +104,52 @@ def build_optimizer(loss, learning_rate, use_fp16, use_amp):
     opt = tf.contrib.mixed_precision.LossScaleOptimizer(opt, manager)
   global_step = tf.compat.v1.train.get_or_create_global_step()
   return opt.minimize(loss, global_step=global_step)
+
+
+class ScaleManager(tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager):
+  """A manager that sets contrib's attributes itself."""
+
+  def __init__(self, init_loss_scale=2**15):
+    self._incr_every_n_steps = 2000
+    self._decr_every_n_nan_or_inf = 2
+    self._incr_ratio = 2
+    self._decr_ratio = 0.5
+    self._loss_scale = tf.compat.v1.get_variable(
+        "loss_scale", initializer=float(init_loss_scale), trainable=False)
+'''
+
+# A launcher that got mixed precision from NVIDIA's container.
+_NVIDIA = '''
+
+def set_environment(use_amp):
+  """Environment of NVIDIA's TF1 container."""
+  if use_amp:
+    os.environ["TF_ENABLE_AUTO_MIXED_PRECISION"] = "1"
+  else:
+    os.environ["TF_ENABLE_AUTO_MIXED_PRECISION"] = "0"
+'''
+
+# A hand-written float32 master-weight getter.
+_GETTER = '''
+
+def float32_getter(getter, name, shape=None, dtype=None, trainable=True,
+                   *args, **kwargs):
+  variable = getter(name, shape, tf.float32 if trainable else dtype,
+                    *args, trainable=trainable, **kwargs)
+  return tf.cast(variable, dtype) if trainable else variable
 '''
 
 
-def _module(doc: str, blocks: int, legacy: bool, start: int = 0) -> str:
-  parts = [_HEADER.format(doc=doc)]
-  parts += [_BLOCK.format(i=start + i) for i in range(blocks)]
-  if legacy:
-    parts.append(_LEGACY)
+def _module(doc: str, blocks: int, extras=(), start: int = 0,
+            every: int = 0, npu: bool = False) -> str:
+  """A module of `blocks` blocks; each of `extras` after every `every`."""
+  parts = [_HEADER.format(doc=doc, extra=_NPU if npu else "")]
+  for i in range(blocks):
+    parts.append(_BLOCK.format(i=start + i))
+    if every and i % every == every // 2:
+      parts += [extra.replace("(", f"_{start + i}(", 1) for extra in extras]
+  if not every:
+    parts += extras
   return "".join(parts)
 
 
@@ -112,18 +157,38 @@ def _lines(text: str) -> int:
   return text.count("\n")
 
 
+def _write(path: str, text: str) -> None:
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w") as f:
+    f.write(text)
+
+
 def write_big_file(folder: str, lines: int = 50_000) -> Tuple[str, int]:
   """Writes one module of about `lines` lines with no legacy API."""
   per_block = _lines(_BLOCK.format(i=0))
   text = _module("A long generated model file.",
-                 max(1, (lines - _lines(_HEADER)) // per_block), legacy=False)
+                 max(1, (lines - _lines(_HEADER)) // per_block))
   path = os.path.join(folder, "big_model.py")
-  with open(path, "w") as f:
-    f.write(text)
+  _write(path, text)
   return path, _lines(text)
 
 
-def write_zoo(folder: str, files: int = 600, lines: int = 150_000,
+def write_big_legacy_file(folder: str,
+                          size: int = 5_000_000) -> Tuple[str, int, int]:
+  """Writes one module of about `size` bytes that uses the legacy API.
+
+  Returns:
+    (path, lines, functions and classes that use the legacy API).
+  """
+  blocks = size // len(_BLOCK.format(i=10_000))
+  text = _module("A long generated model file with fp16 training.", blocks,
+                 [_LEGACY], every=100)
+  path = os.path.join(folder, "big_legacy_model.py")
+  _write(path, text)
+  return path, _lines(text), 2 * text.count("\ndef build_optimizer")
+
+
+def write_zoo(folder: str, files: int = 10_000, lines: int = 2_000_000,
               legacy_every: int = 30) -> Tuple[str, int, int]:
   """Writes a model-zoo tree; returns (root, total lines, legacy files)."""
   root = os.path.join(folder, "zoo")
@@ -132,16 +197,20 @@ def write_zoo(folder: str, files: int = 600, lines: int = 150_000,
   roles = ["model", "data", "utils", "train", "export", "layers"]
   total = legacy_files = 0
   for index in range(files):
-    model = f"model_{index // len(roles):03d}"
+    model = f"model_{index // len(roles):04d}"
     role = roles[index % len(roles)]
-    legacy = index % legacy_every == legacy_every // 2
-    text = _module(f"{model}: {role}.", blocks, legacy, start=index)
-    path = os.path.join(root, "official", model, f"{role}.py")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-      f.write(text)
+    extras = []
+    if index % legacy_every == legacy_every // 2:
+      extras.append(_LEGACY)
+      legacy_files += 1
+    if index % 50 == 7:
+      extras.append(_NVIDIA)
+    if index % 40 == 3:
+      extras.append(_GETTER)
+    text = _module(f"{model}: {role}.", blocks, extras, start=index,
+                   npu=index % 2 == 0)
+    _write(os.path.join(root, "built-in", model, f"{role}.py"), text)
     total += _lines(text)
-    legacy_files += legacy
   return root, total, legacy_files
 
 
@@ -180,20 +249,26 @@ def main() -> None:
                       help="runs per case; the fastest is reported")
   parser.add_argument("--jobs", type=int, default=None,
                       help="passed on as --jobs (default: the command's own)")
-  parser.add_argument("--only", choices=["file", "tree"], default=None,
-                      help="run one of the two cases")
+  parser.add_argument("--only", choices=["file", "big", "tree"],
+                      default=None, help="run one of the cases")
   args = parser.parse_args()
   extra = [] if args.jobs is None else ["--jobs", str(args.jobs)]
   folder = tempfile.mkdtemp()
   try:
-    big, big_lines = write_big_file(folder)
-    zoo, zoo_lines, legacy = write_zoo(folder)
-    cases = [
-        ("file", f"one file, {big_lines:,} lines, no legacy API", [big], 1.0),
-        ("tree", f"tree, 600 files, {zoo_lines:,} lines, {legacy} with "
-         "legacy API", [zoo], 15.0),
-    ]
-    cases = [case[1:] for case in cases if args.only in (None, case[0])]
+    cases = []
+    if args.only in (None, "file"):
+      big, big_lines = write_big_file(folder)
+      cases.append((f"one file, {big_lines:,} lines, no legacy API", [big],
+                    1.0))
+    if args.only in (None, "big"):
+      legacy, legacy_lines, uses = write_big_legacy_file(folder)
+      size = os.path.getsize(legacy) / 1e6
+      cases.append((f"one file, {size:.1f} MB, {legacy_lines:,} lines, {uses} "
+                    "definitions using the legacy API", [legacy], 10.0))
+    if args.only in (None, "tree"):
+      zoo, zoo_lines, legacy_files = write_zoo(folder)
+      cases.append((f"tree, 10,000 files, {zoo_lines:,} lines, "
+                    f"{legacy_files} with legacy API", [zoo], 120.0))
     print(f"mp-optimizer-migrate speed ({os.cpu_count()} CPUs, load "
           f"{os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]})")
     # Workers' CPU time is lost with the fork server that reaps them, so CPU

@@ -48,7 +48,7 @@ def load(path: pathlib.Path, name: str):
 
 class ConvertedFilesTest(parameterized.TestCase):
   """Base class: `dir` holds the converted copies, `migrate` the run's
-  (status, stdout, stderr)."""
+  (status, stdout, stderr but its last line), `summary` that line."""
 
   SOURCE: pathlib.Path
   NAMES: Iterable[str] = ()
@@ -59,8 +59,11 @@ class ConvertedFilesTest(parameterized.TestCase):
     cls.dir = pathlib.Path(tempfile.mkdtemp())
     for name in cls.NAMES:
       shutil.copy(cls.SOURCE / name, cls.dir)
-    cls.migrate = run([sys.executable, "-m", "mp_optimizer.migrate",
-                       "--in-place", str(cls.dir)])
+    status, out, err = run([sys.executable, "-m", "mp_optimizer.migrate",
+                            "--in-place", str(cls.dir)])
+    # The run's last line is its summary; the findings come before it.
+    err, _, cls.summary = err.rstrip("\n").rpartition("\n")
+    cls.migrate = (status, out, err + "\n" if err else "")
 
   @classmethod
   def tearDownClass(cls):

@@ -25,12 +25,38 @@ v1 = tf.compat.v1
 FIXTURES = pathlib.Path(__file__).resolve().parent / "migrate_fixtures"
 _SKIPS = ("now skips steps with NaN/Inf gradients where TensorFlow applied "
           "them; to keep TensorFlow's behaviour write ")
+_SUBCLASS = (
+    "private attributes of the legacy class, which the replacement neither "
+    "sets nor reads (it fails, or ignores them, when the graph is built); "
+    "subclass `managers.LossScaleManager` and implement `get_loss_scale()` and "
+    "`update_loss_scale(finite_grads)` with variables of your own, or drop the "
+    "class and pass its values to `managers.ExponentialUpdateLossScaleManager("
+    "init_loss_scale, incr_every_n_steps, decr_every_n_nan_or_inf, incr_ratio, "
+    "decr_ratio)`")
+_KERAS_REWRITE = (
+    "`{}` is a Keras optimizer: TensorFlow 2.x's "
+    "enable_mixed_precision_graph_rewrite (and the replacement, which does the "
+    "same) accepts only Keras 2's legacy optimizers "
+    "(tf.keras.optimizers.legacy, up to TensorFlow 2.15) and raises ValueError "
+    "for any other; for Keras use "
+    "tf.keras.mixed_precision.set_global_policy('mixed_float16'), and "
+    "model.compile wraps the optimizer in Keras's LossScaleOptimizer")
+_NVIDIA = (
+    "`{}` made NVIDIA's TF1 containers apply {} to every tf.compat.v1 "
+    "optimizer; stock TensorFlow ignores it, so this trains in float32 "
+    "without loss scaling: wrap the optimizer with "
+    "`mp_optimizer.enable_mixed_precision_graph_rewrite(opt, \"dynamic\")` "
+    "(`mp_optimizer.MixedPrecisionLossScaleOptimizer(opt, \"dynamic\")` for "
+    "loss scaling alone), or run the script unchanged with "
+    "`python -m mp_optimizer.nvidia_environment SCRIPT ARGS...`")
 # Fixture -> the exact stderr lines of the conversion ({} is the file).
 MESSAGES = {
     "environment_first.py": [],
+    "estimator_model_fns.py": [],
     "fixed_scale.py": [
         "{}:20: notice: `FixedLossScale(128)` " + _SKIPS +
         "`managers.FixedLossScale(128, skip_nonfinite_steps=False)`"],
+    "keras_fixed_scale.py": ["{}:14: " + _KERAS_REWRITE.format("optimizer")],
     "keras_rewrite.py": [
         "{}:14: `opt` is a Keras optimizer: TensorFlow 2.x's "
         "enable_mixed_precision_graph_rewrite (and the replacement, which "
@@ -39,6 +65,15 @@ MESSAGES = {
         "ValueError for any other; for Keras use "
         "tf.keras.mixed_precision.set_global_policy('mixed_float16'), and "
         "model.compile wraps the optimizer in Keras's LossScaleOptimizer"],
+    "manager_subclass.py": [
+        "{}:10: class `ScopedLossScaleManager` extends "
+        "`ExponentialUpdateLossScaleManager` and assigns "
+        "`_decr_every_n_nan_or_inf`, `_decr_ratio`, `_incr_every_n_steps`, "
+        "`_incr_ratio`, `_loss_scale`, `_num_bad_steps`, `_num_good_steps`: "
+        + _SUBCLASS,
+        "{}:30: class `LoggedLossScaleManager` extends "
+        "`ExponentialUpdateLossScaleManager` and reads `_loss_scale`: " +
+        _SUBCLASS],
     "needs_a_human.py": [
         "{}:12: `opt` is already wrapped for loss scaling (line 11) and is "
         "wrapped again here by `LossScaleOptimizer`: the replacement refuses "
@@ -48,6 +83,13 @@ MESSAGES = {
         "variables()",
         "{}:21: `incr_every_n_steps=1000.5` is not a whole number of steps "
         "(the counters are integers): write the int you mean"],
+    "nvidia_runner.py": [
+        "{}:25: " + _NVIDIA.format(
+            "TF_ENABLE_AUTO_MIXED_PRECISION_GRAPH_REWRITE",
+            "the float16 graph rewrite"),
+        "{}:36: " + _NVIDIA.format(
+            "TF_ENABLE_AUTO_MIXED_PRECISION_LOSS_SCALING",
+            "dynamic loss scaling")],
     "scoped_manager.py": [],
     "step_counts.py": [],
 }

@@ -34,6 +34,13 @@ def _env():
       [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
 
 
+class _Terminal(io.StringIO):
+  """stderr as a terminal: the progress line is drawn there."""
+
+  def isatty(self):
+    return True
+
+
 class CommandLineTest(parameterized.TestCase):
 
   def setUp(self):
@@ -52,15 +59,24 @@ class CommandLineTest(parameterized.TestCase):
     with open(path, newline="") as f:
       return f.read()
 
-  def run_main(self, *argv, out_encoding="utf-8"):
-    """Runs main(argv); returns (status, stdout decoded, stderr)."""
+  def run_main(self, *argv, out_encoding="utf-8", err=None):
+    """Runs main(argv); returns (status, stdout decoded, stderr).
+
+    stderr's last line, the run's summary, is kept apart in `self.summary`.
+    """
     raw = io.BytesIO()
     out = io.TextIOWrapper(raw, encoding="utf-8", newline="")
-    err = io.StringIO()
+    err = io.StringIO() if err is None else err
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
       status = migrate.main(list(argv))
     out.flush()
-    return status, raw.getvalue().decode(out_encoding), err.getvalue()
+    self.raw_err = err.getvalue()
+    text, _, self.summary = self.raw_err[:-1].rpartition("\n")
+    if " files scanned, " not in self.summary:
+      text, self.summary = err.getvalue(), None  # Bad usage: no summary.
+    elif text:
+      text += "\n"
+    return status, raw.getvalue().decode(out_encoding), text
 
   def test_dangling_link_exit_2_and_the_others_are_processed(self):
     dangling = os.path.join(self.dir, "a.py")
@@ -149,7 +165,9 @@ class CommandLineTest(parameterized.TestCase):
                          env=_env(), capture_output=True, text=True,
                          timeout=300, check=False)
     self.assertEqual((run.returncode, run.stdout, run.stderr),
-                     (2, "", f"{path}: cannot write: File too large\n"))
+                     (2, "", f"{path}: cannot write: File too large\n"
+                      "mp-optimizer-migrate: 1 files scanned, 0 changed, "
+                      "0 findings, 0 notices, 1 errors\n"))
     self.assertEqual(self.read(path), _LEGACY)
     self.assertEqual(os.listdir(self.dir), ["train.py"])  # No temporary left.
 
@@ -210,15 +228,42 @@ class CommandLineTest(parameterized.TestCase):
     self.assertEqual(headers, paths)
 
   @parameterized.named_parameters(
-      ("one_hundred_files", 100, []),
-      ("one_hundred_and_one", 101, [26, 51, 76, 101]))
-  def test_progress_on_stderr_for_big_trees(self, count, shown):
+      ("one_hundred_files", 100, ""),
+      ("one_hundred_and_one", 101,
+       "\r\x1b[Kmp-optimizer-migrate: 1/101 files"))
+  def test_progress_on_a_terminal_for_big_trees(self, count, first):
     for i in range(count):
       self.write(f"zoo/m{i:03d}.py", "import numpy as np\n")
-    status, _, err = self.run_main(self.dir)
+    status, _, _ = self.run_main(self.dir, err=_Terminal())
     self.assertEqual(status, 0)
-    self.assertEqual(err.splitlines(), [
-        f"mp-optimizer-migrate: {done}/{count} files" for done in shown])
+    self.assertTrue(self.raw_err.startswith(first), self.raw_err[:80])
+    if first:  # Cleared before the summary, never left on its line.
+      self.assertIn(f"{count}/{count} files\r\x1b[Kmp-optimizer-migrate: "
+                    f"{count} files scanned", self.raw_err)
+
+  def test_no_progress_in_a_log_and_findings_one_a_line(self):
+    for i in range(150):
+      self.write(f"zoo/m{i:03d}.py", "import numpy as np\n")
+    self.write("zoo/m075.py", TF + "\nx = opt._loss_scale_manager\n"
+               "m = tf.contrib.mixed_precision.FixedLossScaleManager(8)\n")
+    status, _, err = self.run_main(self.dir)
+    self.assertEqual(status, 1)
+    self.assertEqual(len(err.splitlines()), 1)
+    self.assertIn("m075.py:3: `opt._loss_scale_manager` is private", err)
+    self.assertEqual(self.summary, "mp-optimizer-migrate: 150 files scanned, "
+                     "1 to change, 1 findings, 0 notices, 0 errors")
+
+  @parameterized.named_parameters(("diff", [], "to change"),
+                                  ("in_place", ["--in-place"], "changed"))
+  def test_every_run_ends_with_a_summary(self, argv, changed):
+    self.write("a.py", _LEGACY)
+    self.write("b.py", "import numpy as np\n")
+    self.write("c.py", TF + "tf.train.experimental.FixedLossScale(8)\n")
+    self.write("d.py", TF + "x = tf.contrib.mixed_precision.(\n")
+    status, _, _ = self.run_main(*argv, self.dir, os.path.join(self.dir, "e"))
+    self.assertEqual(status, 2)
+    self.assertEqual(self.summary, "mp-optimizer-migrate: 4 files scanned, "
+                     f"2 {changed}, 0 findings, 1 notices, 2 errors")
 
   def test_bad_jobs_exit_2(self):
     self.assertEqual(self.run_main("--jobs", "0", self.dir),

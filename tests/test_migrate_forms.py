@@ -15,7 +15,7 @@ from absl.testing import parameterized
 from mp_optimizer import migrate
 
 TF = "import tensorflow as tf\n"
-TF_MP = "import tensorflow as tf\nimport managers\nimport mp_optimizer\n"
+TF_MP = "import tensorflow as tf\nfrom mp_optimizer import managers\nimport mp_optimizer\n"
 
 # name, legacy source, converted source. Every row converts with no finding.
 FORMS = [
@@ -27,18 +27,18 @@ FORMS = [
     ("contrib_under_compat_v1",
      "import tensorflow.compat.v1 as tf\n\n"
      "m = tf.contrib.mixed_precision.FixedLossScaleManager(128)\n",
-     "import tensorflow.compat.v1 as tf\nimport managers\n\n"
+     "import tensorflow.compat.v1 as tf\nfrom mp_optimizer import managers\n\n"
      "m = managers.FixedLossScaleManager(128)\n"),
     ("contrib_from_import_names",
      "from tensorflow.contrib.mixed_precision import LossScaleOptimizer, "
      "FixedLossScaleManager as Fixed\n\nopt = LossScaleOptimizer(opt, Fixed(8))\n",
      "from mp_optimizer import LossScaleOptimizer\n"
-     "from managers import FixedLossScaleManager as Fixed\n\n"
+     "from mp_optimizer.managers import FixedLossScaleManager as Fixed\n\n"
      "opt = LossScaleOptimizer(opt, Fixed(8))\n"),
     ("contrib_from_import_parenthesized",
      "from tensorflow.contrib.mixed_precision import (  # fp16\n"
      "    ExponentialUpdateLossScaleManager,\n    FixedLossScaleManager,\n)\n",
-     "from managers import (  # fp16\n"
+     "from mp_optimizer.managers import (  # fp16\n"
      "    ExponentialUpdateLossScaleManager,\n    FixedLossScaleManager,\n)\n"),
     ("contrib_module_alias",
      "import tensorflow.contrib.mixed_precision as mp\n\n"
@@ -57,7 +57,7 @@ FORMS = [
     ("contrib_plain_import",
      "import tensorflow.contrib.mixed_precision\n\n"
      "m = tensorflow.contrib.mixed_precision.FixedLossScaleManager(8)\n",
-     "import managers\n\nm = managers.FixedLossScaleManager(8)\n"),
+     "from mp_optimizer import managers\n\nm = managers.FixedLossScaleManager(8)\n"),
     ("contrib_private_module",
      "from tensorflow.contrib.mixed_precision.python import "
      "loss_scale_manager as lsm_lib\n\nm = lsm_lib.FixedLossScaleManager(8)\n",
@@ -101,7 +101,7 @@ FORMS = [
      "import tensorflow.compat.v1 as tf\n\n"
      "o = tf.mixed_precision.MixedPrecisionLossScaleOptimizer(\n"
      "    opt, tf.mixed_precision.experimental.DynamicLossScale(8))\n",
-     "import tensorflow.compat.v1 as tf\nimport managers\nimport mp_optimizer\n\n"
+     "import tensorflow.compat.v1 as tf\nfrom mp_optimizer import managers\nimport mp_optimizer\n\n"
      "o = mp_optimizer.MixedPrecisionLossScaleOptimizer(\n"
      "    opt, managers.DynamicLossScale(8))\n"),
     ("tf_from_compat_import_v1",
@@ -111,26 +111,26 @@ FORMS = [
      "o = mp_optimizer.enable_mixed_precision_graph_rewrite(opt)\n"),
     ("tf2_mixed_precision_experimental",
      TF + "\ns = tf.mixed_precision.experimental.DynamicLossScale()\n",
-     TF + "import managers\n\ns = managers.DynamicLossScale()\n"),
+     TF + "from mp_optimizer import managers\n\ns = managers.DynamicLossScale()\n"),
     ("tf_from_import_names",
      "from tensorflow.compat.v1.mixed_precision import DynamicLossScale, "
      "MixedPrecisionLossScaleOptimizer as MPLSO\n\n"
      "opt = MPLSO(opt, DynamicLossScale())\n",
-     "from managers import DynamicLossScale\n"
+     "from mp_optimizer.managers import DynamicLossScale\n"
      "from mp_optimizer import MixedPrecisionLossScaleOptimizer as MPLSO\n\n"
      "opt = MPLSO(opt, DynamicLossScale())\n"),
     ("tf_module_alias_no_longer_used",
      "from tensorflow.compat.v1 import mixed_precision as tf_mp\n\n"
      "s = tf_mp.DynamicLossScale()\n",
-     "import managers\n\ns = managers.DynamicLossScale()\n"),
+     "from mp_optimizer import managers\n\ns = managers.DynamicLossScale()\n"),
     ("tf_module_alias_still_used",
      "from tensorflow.compat.v1.train import experimental\n\n"
      "state = experimental.PythonState\ns = experimental.DynamicLossScale()\n",
-     "from tensorflow.compat.v1.train import experimental\nimport managers\n\n"
+     "from tensorflow.compat.v1.train import experimental\nfrom mp_optimizer import managers\n\n"
      "state = experimental.PythonState\ns = managers.DynamicLossScale()\n"),
     ("module_level_alias",
      TF + "\nv1 = tf.compat.v1\ns = v1.mixed_precision.DynamicLossScale(64)\n",
-     TF + "import managers\n\nv1 = tf.compat.v1\n"
+     TF + "from mp_optimizer import managers\n\nv1 = tf.compat.v1\n"
      "s = managers.DynamicLossScale(64)\n"),
     ("tf_private_modules",
      "from tensorflow.python.training.experimental import loss_scale as ls\n"
@@ -138,7 +138,7 @@ FORMS = [
      "enable_mixed_precision_graph_rewrite_v1\n\n"
      "opt = enable_mixed_precision_graph_rewrite_v1(opt, ls.DynamicLossScale())\n",
      "from mp_optimizer import enable_mixed_precision_graph_rewrite as "
-     "enable_mixed_precision_graph_rewrite_v1\nimport managers\n\n"
+     "enable_mixed_precision_graph_rewrite_v1\nfrom mp_optimizer import managers\n\n"
      "opt = enable_mixed_precision_graph_rewrite_v1(opt, "
      "managers.DynamicLossScale())\n"),
     ("getattr_with_a_literal",
@@ -148,7 +148,7 @@ FORMS = [
      "mp = mp_optimizer.contrib\n"),
     ("package_name_taken",
      TF + "\nmanagers = []\nmanagers.append(tf.train.experimental.DynamicLossScale(8))\n",
-     TF + "import managers as managers_lib\n\nmanagers = []\n"
+     TF + "from mp_optimizer import managers as managers_lib\n\nmanagers = []\n"
      "managers.append(managers_lib.DynamicLossScale(8))\n"),
     ("layout_and_comments_kept",
      TF + "\nopt = tf.contrib.mixed_precision.LossScaleOptimizer(  # wrap\n"
@@ -162,8 +162,8 @@ FORMS = [
      "        init_loss_scale=2**15,   # large\n"
      "        incr_every_n_steps=2000))\n"),
     ("existing_import_reused",
-     TF + "import managers\n\nm = tf.contrib.mixed_precision.FixedLossScaleManager(8)\n",
-     TF + "import managers\n\nm = managers.FixedLossScaleManager(8)\n"),
+     TF + "from mp_optimizer import managers\n\nm = tf.contrib.mixed_precision.FixedLossScaleManager(8)\n",
+     TF + "from mp_optimizer import managers\n\nm = managers.FixedLossScaleManager(8)\n"),
     ("unchanged_shadowed_tf",
      "def build(tf):\n  return tf.train.experimental.DynamicLossScale()\n",
      "def build(tf):\n  return tf.train.experimental.DynamicLossScale()\n"),
@@ -222,6 +222,41 @@ FINDINGS = [
      "  def _down_scale(self, grads_and_vars, loss_scale):\n"
      "    return grads_and_vars\n",
      [(5, "`_down_scale` overrides a private method")], "def _down_scale"),
+    ("manager_subclass_assigning_contrib_attributes",
+     TF + "\nclass M(tf.contrib.mixed_precision.FixedLossScaleManager):\n"
+     "  def __init__(self, scale):\n    self._loss_scale = tf.constant(scale)\n",
+     [(3, "class `M` extends `FixedLossScaleManager` and assigns "
+       "`_loss_scale`: private")], "class M(managers.FixedLossScaleManager)"),
+    ("manager_subclass_updating_contrib_counters",
+     TF + "\nclass M(tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager):\n"
+     "  def step(self):\n    self._num_good_steps += 1\n"
+     "    self._incr_ratio, self._decr_ratio = 4, self._decr_ratio\n",
+     [(3, "assigns `_decr_ratio`, `_incr_ratio`, `_num_good_steps` and reads "
+       "`_decr_ratio`: private")], "self._num_good_steps += 1"),
+    ("optimizer_subclass_reading_contrib_attributes",
+     "from tensorflow.contrib.mixed_precision import LossScaleOptimizer\n\n"
+     "class Logged(LossScaleOptimizer):\n"
+     "  def minimize(self, loss):\n    print(self._loss_scale_manager)\n"
+     "    return self._opt.minimize(loss)\n",
+     [(3, "reads `_loss_scale_manager`, `_opt`: private attributes of the "
+       "legacy class, which the replacement neither sets nor reads (it fails, "
+       "or ignores them, when the graph is built); use the replacement's "
+       "public properties")], "class Logged(LossScaleOptimizer)"),
+    ("nvidia_variables_set_every_way",
+     "import os\nfrom os import environ\n"
+     "os.environ.setdefault('TF_ENABLE_AUTO_MIXED_PRECISION', '1')\n"
+     "os.putenv('TF_ENABLE_AUTO_MIXED_PRECISION_LOSS_SCALING', '1')\n"
+     "environ['TF_ENABLE_AUTO_MIXED_PRECISION'] = '1' if amp else '0'\n"
+     "os.environ.update({'TF_ENABLE_AUTO_MIXED_PRECISION_GRAPH_REWRITE': '1'})\n"
+     "os.environ.update(TF_ENABLE_AUTO_MIXED_PRECISION='0')\n"
+     "os.environ['TF_ENABLE_AUTO_MIXED_PRECISION'] = '0'\n",
+     [(3, "`TF_ENABLE_AUTO_MIXED_PRECISION` made NVIDIA's TF1 containers "
+       "apply the float16 graph rewrite and dynamic loss scaling"),
+      (4, "`TF_ENABLE_AUTO_MIXED_PRECISION_LOSS_SCALING` made"),
+      (5, "run the script unchanged with `python -m "
+       "mp_optimizer.nvidia_environment SCRIPT ARGS...`"),
+      (6, "`TF_ENABLE_AUTO_MIXED_PRECISION_GRAPH_REWRITE` made")],
+     "os.environ.setdefault('TF_ENABLE_AUTO_MIXED_PRECISION', '1')"),
     ("tf_type_check",
      TF + "\nok = isinstance(s, tf.compat.v1.mixed_precision.DynamicLossScale)\n",
      [(3, "now means managers.DynamicLossScale")],

@@ -13,7 +13,7 @@ from absl.testing import parameterized
 from mp_optimizer import migrate
 
 TF = "import tensorflow as tf\n"
-TF_MP = TF + "import managers\nimport mp_optimizer\n"
+TF_MP = TF + "from mp_optimizer import managers\nimport mp_optimizer\n"
 _SKIPS = ("now skips steps with NaN/Inf gradients where TensorFlow applied "
           "them; to keep TensorFlow's behaviour write ")
 
@@ -30,9 +30,14 @@ def _keras(line, name):
           True)
 
 
-def _notice(line, shown, maybe=False, value=None):
+def _notice(line, shown, maybe=False, value=None, opt=None):
+  """The fixed-scale notice; `opt`: an optimizer of unknown kind given to
+  the graph rewrite, where it holds for a tf.compat.v1 one only."""
   value = shown if value is None else value
-  return (line, ("if `%s` is a number, " % value if maybe else "") +
+  conditions = ([f"`{opt}` is a tf.compat.v1 optimizer (a Keras one goes to "
+                 "Keras's LossScaleOptimizer, unchanged)"] if opt else []) + (
+                     [f"`{value}` is a number"] if maybe else [])
+  return (line, (f"if {' and '.join(conditions)}, " if conditions else "") +
           f"the fixed scale `loss_scale={shown}` " + _SKIPS +
           f"`loss_scale=managers.FixedLossScale({value}, "
           "skip_nonfinite_steps=False)`", False)
@@ -50,7 +55,7 @@ CASES = [
     # Point 3: TF's fixed scales applied NaN/Inf steps; ours skip them.
     ("fixed_loss_scale",
      TF + "s = tf.train.experimental.FixedLossScale(128)\n",
-     TF + "import managers\ns = managers.FixedLossScale(128)\n",
+     TF + "from mp_optimizer import managers\ns = managers.FixedLossScale(128)\n",
      [(2, "`FixedLossScale(128)` " + _SKIPS + "`managers.FixedLossScale(128, "
        "skip_nonfinite_steps=False)`", False)]),
     ("number_to_the_graph_rewrite",
@@ -59,7 +64,34 @@ CASES = [
      TF + "import mp_optimizer\n"
      "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
      "    opt, loss_scale=128)\n",
-     [_notice(2, "128")]),
+     [_notice(2, "128", opt="opt")]),
+    ("number_to_the_graph_rewrite_with_a_v1_optimizer",
+     TF + "sgd = tf.compat.v1.train.GradientDescentOptimizer(0.1)\n"
+     "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
+     "    sgd, loss_scale=128)\n",
+     TF + "import mp_optimizer\n"
+     "sgd = tf.compat.v1.train.GradientDescentOptimizer(0.1)\n"
+     "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
+     "    sgd, loss_scale=128)\n",
+     [_notice(3, "128")]),
+    ("number_to_the_graph_rewrite_with_tf_optimizers",  # Keras, in TF 2.x.
+     TF + "sgd = tf.optimizers.SGD(0.1)\n"
+     "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
+     "    sgd, loss_scale=128)\n",
+     TF + "import mp_optimizer\nsgd = tf.optimizers.SGD(0.1)\n"
+     "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
+     "    sgd, loss_scale=128)\n", [_keras(3, "sgd")]),
+    ("number_to_the_graph_rewrite_with_keras_scale_optimizer",
+     TF + "opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)\n"
+     "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, loss_scale=128)\n",
+     TF + "import mp_optimizer\n"
+     "opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)\n"
+     "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, loss_scale=128)\n",
+     [(2, "this file also uses Keras mixed precision: the loss scales "
+       "converted here work with tf.compat.v1 optimizers only; check that none "
+       "of them reaches a Keras optimizer", True), _keras(3, "opt")]),
     ("number_to_the_optimizer",
      TF + "opt = tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer("
      "opt, 2**15)\n",
@@ -79,7 +111,7 @@ CASES = [
      TF + "import mp_optimizer\n"
      "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
      "    opt, loss_scale=get_loss_scale(FLAGS))\n",
-     [_notice(2, "get_loss_scale(FLAGS)", maybe=True)]),
+     [_notice(2, "get_loss_scale(FLAGS)", maybe=True, opt="opt")]),
     ("code_quoted_on_one_line",
      TF + "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
      "    opt, loss_scale=get_loss_scale(FLAGS,\n"
@@ -88,7 +120,8 @@ CASES = [
      "opt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
      "    opt, loss_scale=get_loss_scale(FLAGS,\n"
      "                                   default='dynamic'))\n",
-     [_notice(2, "get_loss_scale(FLAGS, default='dynamic')", maybe=True)]),
+     [_notice(2, "get_loss_scale(FLAGS, default='dynamic')", maybe=True,
+              opt="opt")]),
     ("keras_optimizer_reported_without_fixed_scale_notice",
      TF + "opt = tf.keras.optimizers.Adam()\n"
      "opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
@@ -107,14 +140,14 @@ CASES = [
      "    sgd, 'dynamic')\n", []),
     ("contrib_fixed_manager_skipped_already",
      TF + "m = tf.contrib.mixed_precision.FixedLossScaleManager(128)\n",
-     TF + "import managers\nm = managers.FixedLossScaleManager(128)\n", []),
+     TF + "from mp_optimizer import managers\nm = managers.FixedLossScaleManager(128)\n", []),
     # Point 4: float step counts.
     ("whole_float_step_counts",
      TF + "m = tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager(\n"
      "    2**15, 1000.0, decr_every_n_nan_or_inf=2.)\n"
      "s = tf.train.experimental.DynamicLossScale(increment_period=1e3)\n"
      "t = tf.train.experimental.DynamicLossScale(2**15, 2_000.0, 2.0)\n",
-     TF + "import managers\n"
+     TF + "from mp_optimizer import managers\n"
      "m = managers.ExponentialUpdateLossScaleManager(\n"
      "    2**15, 1000, decr_every_n_nan_or_inf=2)\n"
      "s = managers.DynamicLossScale(increment_period=1000)\n"
@@ -123,7 +156,7 @@ CASES = [
      TF + "m = tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager(\n"
      "    init_loss_scale=2**15, incr_every_n_steps=1e3 / 3)\n"
      "s = tf.train.experimental.DynamicLossScale(increment_period=2.5)\n",
-     TF + "import managers\n"
+     TF + "from mp_optimizer import managers\n"
      "m = managers.ExponentialUpdateLossScaleManager(\n"
      "    init_loss_scale=2**15, incr_every_n_steps=1e3 / 3)\n"
      "s = managers.DynamicLossScale(increment_period=2.5)\n",
@@ -175,7 +208,7 @@ CASES = [
      "      other, tf.train.experimental.DynamicLossScale())\n"
      "  model.compile(optimizer=opt, loss='mse')\n",
      TF + "from tensorflow.keras.optimizers import Adam\n"
-     "import managers\nimport mp_optimizer\ntfk = tf.keras\n"
+     "from mp_optimizer import managers\nimport mp_optimizer\ntfk = tf.keras\n"
      "def build(model):\n  opt = Adam(1e-3)\n"
      "  opt = mp_optimizer.enable_mixed_precision_graph_rewrite(opt)\n"
      "  other = tfk.optimizers.SGD()\n"
@@ -195,13 +228,13 @@ CASES = [
      "m = tf.contrib.mixed_precision.FixedLossScaleManager(8)\n"
      "s = tf.compat.v1.mixed_precision.DynamicLossScale()\n",
      "import tensorflow_core as tf\nfrom mp_optimizer import LossScaleOptimizer\n"
-     "import managers\nm = managers.FixedLossScaleManager(8)\n"
+     "from mp_optimizer import managers\nm = managers.FixedLossScaleManager(8)\n"
      "s = managers.DynamicLossScale()\n", []),
     ("tensorflow_core_plain_import",
      "import tensorflow_core.contrib.mixed_precision\n"
      "m = tensorflow_core.contrib.mixed_precision.FixedLossScaleManager(8)\n"
      "n = tensorflow_core.constant(1)\n",
-     "import tensorflow_core\nimport managers\n"
+     "import tensorflow_core\nfrom mp_optimizer import managers\n"
      "m = managers.FixedLossScaleManager(8)\n"
      "n = tensorflow_core.constant(1)\n", []),
     ("assign_function_forms",
@@ -209,7 +242,7 @@ CASES = [
      "a = tf.assign(m.get_loss_scale(), 8.0)\n"
      "b = tf.compat.v1.assign_add(m.get_loss_scale(), 1.0)\n"
      "c = tf.assign(other, 8.0)\n",
-     TF + "import managers\n"
+     TF + "from mp_optimizer import managers\n"
      "m = managers.ExponentialUpdateLossScaleManager(8, 2)\n"
      "a = tf.assign(m.get_loss_scale(), 8.0)\n"
      "b = tf.compat.v1.assign_add(m.get_loss_scale(), 1.0)\n"
@@ -217,21 +250,21 @@ CASES = [
      [(3, _VALUE, True), (4, _VALUE, True)]),
     # Point 6: where imports go; layout.
     ("imports_after_environment_setup",
-     "import os\nos.environ['TF_ENABLE_AUTO_MIXED_PRECISION'] = '1'\n"
+     "import os\nos.environ['TF_CPP_MIN_LOG_LEVEL'] = '2'\n"
      "import tensorflow as tf\n\n"
      "m = tf.contrib.mixed_precision.FixedLossScaleManager(8)\n",
-     "import os\nos.environ['TF_ENABLE_AUTO_MIXED_PRECISION'] = '1'\n"
-     "import tensorflow as tf\nimport managers\n\n"
+     "import os\nos.environ['TF_CPP_MIN_LOG_LEVEL'] = '2'\n"
+     "import tensorflow as tf\nfrom mp_optimizer import managers\n\n"
      "m = managers.FixedLossScaleManager(8)\n", []),
     ("no_blank_line_added",
      '"""Doc."""\nfrom __future__ import print_function\n' + TF +
      "def f():\n  return tf.train.experimental.DynamicLossScale()\n",
      '"""Doc."""\nfrom __future__ import print_function\n' + TF +
-     "import managers\ndef f():\n  return managers.DynamicLossScale()\n", []),
+     "from mp_optimizer import managers\ndef f():\n  return managers.DynamicLossScale()\n", []),
     ("imports_before_first_use_at_import_time",
      TF + "M = tf.contrib.mixed_precision.FixedLossScaleManager(8)\n"
      "import numpy as np\n",
-     TF + "import managers\nM = managers.FixedLossScaleManager(8)\n"
+     TF + "from mp_optimizer import managers\nM = managers.FixedLossScaleManager(8)\n"
      "import numpy as np\n", []),
     ("no_import_in_the_file",
      '"""Doc."""\ndef f(tf1):\n  pass\n'
@@ -246,7 +279,7 @@ CASES = [
      + " " * 73 + "incr_every_n_steps=1000)\n"
      "  return tf.contrib.mixed_precision.LossScaleOptimizer(opt,\n"
      + " " * 55 + "manager)\n",
-     TF + "import managers\nimport mp_optimizer\ndef build(opt):\n"
+     TF + "from mp_optimizer import managers\nimport mp_optimizer\ndef build(opt):\n"
      "  manager = managers.ExponentialUpdateLossScaleManager("
      "init_loss_scale=2**32,\n"
      + " " * 55 + "# contrib's\n"
@@ -256,7 +289,7 @@ CASES = [
     ("hanging_indent_kept",
      TF + "m = tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager(\n"
      "    init_loss_scale=2**32,\n    incr_every_n_steps=1000)\n",
-     TF + "import managers\nm = managers.ExponentialUpdateLossScaleManager(\n"
+     TF + "from mp_optimizer import managers\nm = managers.ExponentialUpdateLossScaleManager(\n"
      "    init_loss_scale=2**32,\n    incr_every_n_steps=1000)\n", []),
 ]
 

@@ -7,7 +7,7 @@ Each PATH is a Python file or a directory, searched for `*.py` (hidden
 directories, virtualenvs and site-packages are skipped). Every use of
 `tf.contrib.mixed_precision` and of TensorFlow's own `LossScale`,
 `MixedPrecisionLossScaleOptimizer` and graph-rewrite names is rewritten to
-`mp_optimizer`/`managers`, whatever alias `tensorflow` (or TF 1.15's
+`mp_optimizer`/`mp_optimizer.managers`, whatever alias `tensorflow` (or TF 1.15's
 `tensorflow_core`) was imported under; the imports the new code needs are
 added, and everything else in the file (layout, comments) is kept. By default
 a unified diff is printed (apply it with `patch -p0`); `--in-place` writes the
@@ -30,8 +30,11 @@ file read, converted, written), `codemod` (`convert`, the passes in order),
 `names` (the legacy names and their targets), `resolve` (what a name refers
 to through imports and aliases), `expressions` (rewrites legacy references),
 `flow` and `calls` (legacy calls and what flows into their arguments),
-`layout` (continuation lines), `findings` (what is left for a human),
-`imports` (rewrites imports) and `new_imports` (adds them). Neither
+`layout` (continuation lines), `findings` and `subclasses` (what is left
+for a human), `getters` and `environment` (hand-written float32 getters,
+NVIDIA's container variables), `imports` (rewrites imports), `new_imports`
+(adds them), `chunks` (what is left out of the parse) and `diffs`
+(unified diffs in linear time). Neither
 TensorFlow nor `mp_optimizer`'s own TensorFlow code is imported.
 """
 

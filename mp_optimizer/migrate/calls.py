@@ -36,6 +36,9 @@ _STEP_COUNTS: Dict[str, Dict[str, int]] = {
                                           "decr_every_n_nan_or_inf": 2},
     "DynamicLossScale": {"increment_period": 1},
 }
+_KERAS_ALIASES = tuple(f"{package}{compat}.optimizers."
+                       for package in ("tensorflow", "tensorflow_core")
+                       for compat in ("", ".compat.v2"))
 _NUMBERS = (cst.Integer, cst.Float, cst.BinaryOperation, cst.UnaryOperation)
 _FIXED_SKIPS = ("now skips steps with NaN/Inf gradients where TensorFlow "
                 "applied them; to keep TensorFlow's behaviour write ")
@@ -67,9 +70,18 @@ def keras_rewrite_finding(opt_text: str) -> str:
 
 
 def is_keras_optimizer(paths: List[str]) -> bool:
-  """True if a callee resolving to `paths` makes a Keras optimizer."""
-  return any("keras" in p.split(".") and "optimizers" in p.split(".")
-             for p in paths)
+  """True if a callee resolving to `paths` makes a Keras optimizer (also
+  through TF 2.x's `tf.optimizers`, or Keras's LossScaleOptimizer)."""
+  return any(("keras" in p.split(".") and ("optimizers" in p.split(".") or
+                                           p.endswith("LossScaleOptimizer")))
+             or p.startswith(_KERAS_ALIASES) for p in paths)
+
+
+def is_v1_optimizer(paths: List[str]) -> bool:
+  """True if a callee resolving to `paths` makes a tf.compat.v1 optimizer."""
+  return any(p.split(".")[0] in ("tensorflow", "tensorflow_core") and
+             ".train." in p and p.endswith("Optimizer") and
+             "experimental" not in p for p in paths)
 
 
 def fix_step_counts(call: cst.Call, target: names.Target,
@@ -91,8 +103,8 @@ def fix_step_counts(call: cst.Call, target: names.Target,
 
 
 def fixed_scale_notice(call: cst.Call, target: names.Target, managers: str,
-                       is_scale_object: Callable[[cst.BaseExpression], bool]
-                       ) -> Optional[str]:
+                       is_scale_object: Callable[[cst.BaseExpression], bool],
+                       opt_is_v1: bool) -> Optional[str]:
   """The notice for a fixed scale of TensorFlow's API in `call`, if any.
 
   Args:
@@ -102,6 +114,10 @@ def fixed_scale_notice(call: cst.Call, target: names.Target, managers: str,
     is_scale_object: Whether an expression makes or names a legacy
       loss-scale object (a `FixedLossScale` has its own notice where it is
       made).
+    opt_is_v1: Whether the optimizer is known to be a tf.compat.v1 one. The
+      graph rewrite hands a Keras optimizer and its number to Keras's
+      LossScaleOptimizer, where nothing changes, so for an optimizer of
+      unknown kind the notice says it holds for a tf.compat.v1 one.
   """
   if target.family != names.TF:
     return None
@@ -119,8 +135,16 @@ def fixed_scale_notice(call: cst.Call, target: names.Target, managers: str,
   if isinstance(scale.value, (cst.SimpleString, cst.ConcatenatedString)):
     return None  # "dynamic" is the only string accepted.
   shown = source_text(scale.value)
-  maybe = "" if isinstance(scale.value, _NUMBERS) else (
-      f"if `{shown}` is a number, ")
+  conditions = []
+  opt = argument(call, 0, "opt")
+  if (target.name == "enable_mixed_precision_graph_rewrite" and not opt_is_v1
+      and opt is not None):
+    conditions.append(f"`{source_text(opt.value)}` is a tf.compat.v1 "
+                      "optimizer (a Keras one goes to Keras's "
+                      "LossScaleOptimizer, unchanged)")
+  if not isinstance(scale.value, _NUMBERS):
+    conditions.append(f"`{shown}` is a number")
+  maybe = f"if {' and '.join(conditions)}, " if conditions else ""
   return (f"{maybe}the fixed scale `loss_scale={shown}` " + _FIXED_SKIPS +
           f"`loss_scale={managers}.FixedLossScale({shown}, "
           "skip_nonfinite_steps=False)`")

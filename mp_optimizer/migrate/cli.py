@@ -5,8 +5,11 @@
 
 A file that cannot refer to the legacy API is never parsed
 (`names.might_use_legacy`); the rest are converted by up to `--jobs` worker
-processes, and their output is printed in file order. Trees of more than 100 files show a progress line
-on stderr.
+processes, and their output is printed in file order. Every run ends with
+one summary line on stderr: files scanned, changed, findings, notices,
+errors. Trees of more than 100 files show a progress line on a terminal's
+stderr, redrawn in place and cleared before anything else is printed; in a
+log there is none, so findings stay one a line.
 """
 
 import argparse
@@ -25,28 +28,21 @@ PROGRESS_FROM = 101  # Trees of this many files or more show progress.
 
 
 class _Progress:
-  """`mp-optimizer-migrate: done/total files` on stderr for big trees.
+  """`mp-optimizer-migrate: done/total files` on a terminal's stderr.
 
-  On a terminal the line is redrawn in place and cleared before any other
-  message; elsewhere (a log) it is printed at each quarter of the way.
+  Shown for big trees only, redrawn in place and cleared before any other
+  message, so that it never shares a line with a finding.
   """
 
   def __init__(self, total: int, stream: TextIO):
     self._total, self._stream = total, stream
-    self._shown = total >= PROGRESS_FROM
-    self._tty = self._shown and stream.isatty()
-    self._quarter = 0
+    self._tty = total >= PROGRESS_FROM and stream.isatty()
 
   def update(self, done: int) -> None:
-    if not self._shown:
-      return
-    line = f"mp-optimizer-migrate: {done}/{self._total} files"
     if self._tty:
-      self._stream.write(f"\r{line}\x1b[K")
-    elif done * 4 >= (self._quarter + 1) * self._total:
-      self._quarter = done * 4 // self._total
-      self._stream.write(line + "\n")
-    self._stream.flush()
+      self._stream.write(
+          f"\r\x1b[Kmp-optimizer-migrate: {done}/{self._total} files")
+      self._stream.flush()
 
   def clear(self) -> None:
     if self._tty:
@@ -89,21 +85,31 @@ def _print(result: files.Result, progress: _Progress) -> None:
       stdout.write(result.out.decode("utf-8", errors="replace"))
 
 
-def _run(paths: List[str], in_place: bool, jobs: int) -> int:
+def _run(paths: List[str], in_place: bool, jobs: int) -> List[files.Result]:
   progress = _Progress(len(paths), sys.stderr)
   ready = [_skip(path) for path in paths]
   todo = [path for path, result in zip(paths, ready) if result is None]
-  status = 0
+  results = []
   with _pool(jobs, len(todo)) as pool:
     pending = {path: pool.submit(_convert, path, in_place) for path in todo}
     for done, (path, result) in enumerate(zip(paths, ready), 1):
       if result is None:
         result = pending[path].result()
       _print(result, progress)
-      status = max(status, result.status)
+      results.append(result)
       progress.update(done)
   progress.clear()
-  return status
+  return results
+
+
+def summary(results: List[files.Result], in_place: bool, errors: int) -> str:
+  """The run's last line: files scanned, changed, findings, notices, errors."""
+  changed = sum(r.changed for r in results)
+  return (f"mp-optimizer-migrate: {len(results)} files scanned, {changed} "
+          f"{'changed' if in_place else 'to change'}, "
+          f"{sum(r.findings for r in results)} findings, "
+          f"{sum(r.notices for r in results)} notices, "
+          f"{errors + sum(r.status == 2 for r in results)} errors")
 
 
 def _pool(jobs: int, files_to_convert: int):
@@ -179,8 +185,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 2
   errors: List[str] = []
   paths = list(files.python_files(args.paths, errors))
-  status = _run(paths, args.in_place, args.jobs)
+  results = _run(paths, args.in_place, args.jobs)
+  status = max([r.status for r in results] + [2 if errors else 0])
   for error in errors:
     print(error, file=sys.stderr)
-    status = 2
+  print(summary(results, args.in_place, len(errors)), file=sys.stderr)
   return status

@@ -5,7 +5,9 @@
 1. `resolve.package_refs`: the names `mp_optimizer` and `managers` will go by.
 2. `expressions.ExpressionPass`: dotted legacy references are rewritten.
 3. `findings.FindingsPass`: what no rewrite can fix is reported;
-   `getters.GetterPass`: hand-written float32 getters get a notice.
+   `getters.GetterPass`: hand-written float32 getters get a notice;
+   `environment.EnvironmentPass`: NVIDIA's container variables, set to
+   switch mixed precision on, are reported.
 4. `imports.rewrite_imports`: legacy imports are rewritten or dropped.
 5. `new_imports.add`: the packages the new code refers to are imported.
 """
@@ -15,6 +17,8 @@ from typing import List, Tuple
 import libcst as cst
 from libcst import metadata
 
+from mp_optimizer.migrate import chunks
+from mp_optimizer.migrate import environment
 from mp_optimizer.migrate import expressions
 from mp_optimizer.migrate import findings
 from mp_optimizer.migrate import getters
@@ -40,19 +44,23 @@ def convert(source: str) -> Tuple[str, List[findings.Finding]]:
   """
   if not names.might_use_legacy(source.encode("utf-8", "surrogatepass")):
     return source, []  # Nothing to convert or report: not even parsed.
+  reduced = chunks.Reduced(source)
   # The tree is ours alone: no need for the wrapper's defensive deep copy.
-  wrapper = metadata.MetadataWrapper(cst.parse_module(source),
+  wrapper = metadata.MetadataWrapper(cst.parse_module(reduced.source),
                                      unsafe_skip_copy=True)
   refs = resolve.package_refs(wrapper)
-  expression_pass = expressions.ExpressionPass(refs)
+  expression_pass = expressions.ExpressionPass(refs, reduced.line)
   module = wrapper.visit(expression_pass)
-  findings_pass = findings.FindingsPass(expression_pass.converted_tf_names)
+  findings_pass = findings.FindingsPass(expression_pass.converted_tf_names,
+                                        reduced.line)
   wrapper.visit(findings_pass)
-  getter_pass = getters.GetterPass()
+  getter_pass = getters.GetterPass(reduced.line)
   wrapper.visit(getter_pass)
+  environment_pass = environment.EnvironmentPass(reduced.line)
+  wrapper.visit(environment_pass)
   module = imports.rewrite_imports(module)
   if expression_pass.needed:
     module = new_imports.add(module, expression_pass.needed, refs)
   found = (set(expression_pass.findings) | set(findings_pass.findings) |
-           set(getter_pass.findings))
-  return module.code, sorted(found, key=lambda f: (f.line, f.reason))
+           set(getter_pass.findings) | set(environment_pass.findings))
+  return reduced.restore(module.code), sorted(found, key=lambda f: (f.line, f.reason))

@@ -10,7 +10,7 @@ as written and reported as a `Finding`; a converted name whose meaning shifts
 (in a type check, as the base of a loss-scale subclass) is reported too.
 """
 
-from typing import Dict, List, Optional, Set
+from typing import Callable, Dict, List, Optional, Set
 
 import libcst as cst
 
@@ -32,6 +32,7 @@ class ExpressionPass(cst.CSTTransformer):
   Args:
     refs: The names this file reaches the `mp_optimizer` and `managers`
       packages by (the package names, unless those are taken).
+    lines: Maps a parsed line to the file's line (`resolve.Resolver`).
 
   Attributes:
     findings: What this pass left for a human.
@@ -43,13 +44,14 @@ class ExpressionPass(cst.CSTTransformer):
 
   METADATA_DEPENDENCIES = resolve.METADATA_DEPENDENCIES
 
-  def __init__(self, refs: Dict[str, str]):
+  def __init__(self, refs: Dict[str, str],
+               lines: Callable[[int], int] = lambda line: line):
     super().__init__()
     self.refs = refs
     self.findings: List[findings.Finding] = []
     self.needed: Set[str] = set()
     self.converted_tf_names = False
-    self._resolve = resolve.Resolver(self.get_metadata)
+    self._resolve = resolve.Resolver(self.get_metadata, lines)
     self._calls = flow.LegacyCalls(self._resolve, refs["managers"],
                                    self._report)
 
@@ -186,6 +188,9 @@ class ExpressionPass(cst.CSTTransformer):
         self._resolve.legacy_path(original.func) or "")
     if target is not None and self._context(original.func) != "keras":
       return self._calls.legacy_call(original, updated, target)
+    library = self._resolve.target(original.func)
+    if library is not None:  # Converted code: what is still to do there.
+      return self._calls.library_call(original, updated, library)
     if len(original.args) < 2 or not self._getattr_owner(
         original.args[0].value):
       return updated

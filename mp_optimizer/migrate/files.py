@@ -8,7 +8,6 @@ file passes the filter.
 
 import ast
 import dataclasses
-import difflib
 import io
 import os
 import stat
@@ -16,6 +15,7 @@ import tempfile
 import tokenize
 from typing import Iterator, List, Sequence
 
+from mp_optimizer.migrate import diffs
 from mp_optimizer.migrate import names
 
 _NOT_SEARCHED = ("__pycache__", "site-packages", "dist-packages")
@@ -29,10 +29,16 @@ class Result:
     status: 0 nothing left to do, 1 findings, 2 not read, parsed or written.
     out: Bytes for stdout (a diff in the file's encoding, or `rewrote`).
     err: Text for stderr, one `file:line: reason` (or `file: why`) a line.
+    changed: Whether the file was (or, printing a diff, would be) rewritten.
+    findings: How many findings (needing a human) it has.
+    notices: How many notices it has.
   """
   status: int = 0
   out: bytes = b""
   err: List[str] = dataclasses.field(default_factory=list)
+  changed: bool = False
+  findings: int = 0
+  notices: int = 0
 
 
 def _searched(root: str, directory: str) -> bool:
@@ -141,20 +147,23 @@ def process(path: str, data: bytes, in_place: bool) -> Result:
   for finding in findings:
     note = "" if finding.needs_human else "notice: "
     result.err.append(f"{path}:{finding.line}: {note}{finding.reason}")
-  result.status = 1 if any(f.needs_human for f in findings) else 0
+  result.findings = sum(f.needs_human for f in findings)
+  result.notices = len(findings) - result.findings
+  result.status = 1 if result.findings else 0
   if new == old:
     return result
+  result.changed = True
   if in_place:
     try:
       _write(path, new.encode(encoding))
     except OSError as e:
       result.err.append(f"{path}: cannot write: {e.strerror or e}")
-      result.status = 2
+      result.status, result.changed = 2, False
       return result
     result.out = f"rewrote {path}\n".encode()
   else:
-    diff = difflib.unified_diff(old.splitlines(keepends=True),
-                                new.splitlines(keepends=True), path, path)
+    diff = diffs.unified(old.splitlines(keepends=True),
+                         new.splitlines(keepends=True), path)
     text = "".join(line if line.endswith("\n") else
                    line + "\n\\ No newline at end of file\n" for line in diff)
     # In the file's own encoding, so that `patch` applies it to the file.

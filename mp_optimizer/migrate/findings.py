@@ -10,12 +10,13 @@ TensorFlow loss scales were converted.
 """
 
 import dataclasses
-from typing import List, Optional, Set
+from typing import Callable, Dict, List, Optional, Set
 
 import libcst as cst
 
 from mp_optimizer.migrate import names
 from mp_optimizer.migrate import resolve
+from mp_optimizer.migrate import subclasses
 from mp_optimizer.migrate.resolve import source_text
 
 # Variable methods that contrib's `get_loss_scale()` result had and a tensor
@@ -67,17 +68,22 @@ class FindingsPass(cst.CSTVisitor):
   Args:
     converted_tf_names: Whether the expression pass converted one of
       TensorFlow's own loss-scale or graph-rewrite names in this file.
+    lines: Maps a parsed line to the file's line (`resolve.Resolver`).
   """
 
   METADATA_DEPENDENCIES = resolve.METADATA_DEPENDENCIES
 
-  def __init__(self, converted_tf_names: bool):
+  def __init__(self, converted_tf_names: bool,
+               lines: Callable[[int], int] = lambda line: line):
     super().__init__()
     self.findings: List[Finding] = []
     self._converted_tf_names = converted_tf_names
-    self._resolve = resolve.Resolver(self.get_metadata)
+    self._resolve = resolve.Resolver(self.get_metadata, lines)
     self._legacy_objects: Set[str] = set()  # `opt`, `self.opt`: legacy values.
-    self._classes: List[bool] = []  # Does each enclosing class extend one?
+    # Each enclosing class, if it extends a legacy class (or such a class
+    # of this file: `_subclassed`, name -> the legacy class).
+    self._classes: List[Optional[subclasses.Subclass]] = []
+    self._subclassed: Dict[str, str] = {}
     # Findings that count only if the file refers to the legacy API.
     self._if_legacy: List[Finding] = []
     self._saw_legacy = False
@@ -127,11 +133,23 @@ class FindingsPass(cst.CSTVisitor):
       self._report(node, unknown_contrib_member(path))
 
   def visit_ClassDef(self, node: cst.ClassDef) -> None:
-    self._classes.append(
-        any(self._resolve.legacy_path(b.value) for b in node.bases))
+    found = None
+    for base in node.bases:
+      target = self._resolve.target(base.value)
+      legacy = (target.name if target else
+                self._subclassed.get(source_text(base.value)))
+      if legacy is None and self._resolve.legacy_path(base.value):
+        legacy = source_text(base.value)
+      if legacy is not None:
+        found = subclasses.Subclass(node.name.value, legacy,
+                                    self._resolve.line(node))
+        self._subclassed[node.name.value] = legacy
+    self._classes.append(found)
 
   def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-    self._classes.pop()
+    found = self._classes.pop()
+    if found is not None and found.reason():
+      self.findings.append(Finding(found.line, found.reason()))
 
   def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
     if self._classes and self._classes[-1] and (
@@ -141,7 +159,7 @@ class FindingsPass(cst.CSTVisitor):
 
   def visit_Assign(self, node: cst.Assign) -> None:
     if isinstance(node.value, cst.Call) and (
-        self._resolve.legacy_path(node.value.func) in names.LEGACY_NAMES):
+        self._resolve.target(node.value.func) is not None):
       self._legacy_objects.update(source_text(t.target) for t in node.targets)
 
   # References ----------------------------------------------------------------
@@ -153,9 +171,12 @@ class FindingsPass(cst.CSTVisitor):
     self._reference(original_node)
 
   def _reference(self, node: cst.BaseExpression) -> None:
-    if isinstance(self._resolve.parent(node), cst.AssignTarget):
+    if self._assigned(node):
+      if self._classes and self._classes[-1] and isinstance(
+          node, cst.Attribute) and source_text(node.value) == "self":
+        self._classes[-1].record(node.attr.value, assigned=True)
       return
-    if self._resolve.legacy_path(node) is not None:
+    if self._resolve.legacy_path(node) or self._resolve.target(node):
       self._saw_legacy = True
       return
     self._check_other(node)
@@ -173,6 +194,9 @@ class FindingsPass(cst.CSTVisitor):
     if attr in _VARIABLE_ONLY and isinstance(value, cst.Call) and isinstance(
         value.func, cst.Attribute) and value.func.attr.value == "get_loss_scale":
       self._report(node, _RETURNS_VALUE, only_if_legacy=True)
+    elif receiver == "self" and self._classes and self._classes[-1] and (
+        self._classes[-1].record(attr, assigned=False)):
+      return  # Reported with its class.
     elif attr.startswith("_") and not attr.startswith("__") and (
         attr in names.DISTINCTIVE_PRIVATE or receiver in self._legacy_objects
         or (receiver == "self" and self._classes and self._classes[-1]
@@ -181,6 +205,16 @@ class FindingsPass(cst.CSTVisitor):
       self._report(node, f"`{receiver}.{attr}` is private to the legacy class "
                    "and the replacement has no such attribute" +
                    (f"; use {hint}" if hint else ""), only_if_legacy=True)
+
+  def _assigned(self, node: cst.BaseExpression) -> bool:
+    """Whether `node` is (part of) the target of an assignment."""
+    parent = self._resolve.parent(node)
+    while isinstance(parent, (cst.Element, cst.Tuple, cst.List,
+                              cst.StarredElement)):
+      node, parent = parent, self._resolve.parent(parent)
+    return isinstance(parent, cst.AssignTarget) or (
+        isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and
+        parent.target is node)
 
   def visit_Call(self, node: cst.Call) -> None:
     """`tf.assign(manager.get_loss_scale(), v)` and its like."""

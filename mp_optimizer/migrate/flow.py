@@ -68,16 +68,18 @@ class LegacyCalls:
     return any(k == kind for k, _, _ in self._scopes[-1].get(name, []))
 
   def _kind(self, value: cst.BaseExpression) -> str:
-    """"wrapped", "scale", "keras" (an optimizer) or "other"."""
+    """"wrapped", "scale", "keras" or "v1" (an optimizer), or "other"."""
     if not isinstance(value, cst.Call):
       return "other"
-    target = names.LEGACY_NAMES.get(self._resolve.legacy_path(value.func) or "")
+    target = self._resolve.target(value.func)
     if target is not None and target.name in calls.WRAPPERS:
       return "wrapped"
     if target is not None and target.package == "managers":
       return "scale"
     if calls.is_keras_optimizer(self._resolve.paths(value.func)):
       return "keras"
+    if calls.is_v1_optimizer(self._resolve.paths(value.func)):
+      return "v1"
     return "other"
 
   def _blocks_around(self, node: cst.CSTNode) -> Set[int]:
@@ -89,20 +91,33 @@ class LegacyCalls:
         blocks.add(id(node))
     return blocks
 
+  def library_call(self, original: cst.Call, updated: cst.Call,
+                   target: names.Target) -> cst.Call:
+    """Returns a call of this library's name for a legacy one (converted
+    code), whole float step counts written as ints; reports what is still
+    to do there: the findings a legacy call gets, not its notices."""
+    updated = calls.fix_step_counts(
+        updated, target, lambda reason: self._report(original, reason))
+    if target.name in calls.WRAPPERS:
+      self._check_wrapped(original, target, self._opt_is_keras(original))
+    return updated
+
+  def _opt_is_keras(self, call: cst.Call) -> bool:
+    opt = calls.argument(call, 0, "opt")
+    return opt is not None and self._is_keras(opt.value)
+
   def legacy_call(self, original: cst.Call, updated: cst.Call,
                   target: names.Target) -> cst.Call:
     """Returns the rewritten call of a legacy name; reports what it must."""
-    updated = calls.fix_step_counts(
-        updated, target, lambda reason: self._report(original, reason))
-    opt = calls.argument(original, 0, "opt")
-    keras = opt is not None and self._is_keras(opt.value)
+    updated = self.library_call(original, updated, target)
     # A Keras optimizer is wrapped by Keras's LossScaleOptimizer, as TF did.
-    notice = None if keras else calls.fixed_scale_notice(
-        original, target, self._managers, self._is_scale_object)
+    opt = calls.argument(original, 0, "opt")
+    notice = None if self._opt_is_keras(original) else (
+        calls.fixed_scale_notice(
+            original, target, self._managers, self._is_scale_object,
+            opt is not None and self._is_v1(opt.value)))
     if notice:
       self._report(original, notice, needs_human=False)
-    if target.name in calls.WRAPPERS:
-      self._check_wrapped(original, target, keras)
     position = self._resolve.position(original.func).end
     bracket = position.column + len(source_text(original.whitespace_after_func))
     statement = original
@@ -118,6 +133,13 @@ class LegacyCalls:
       return self._kind(node) == "scale"
     return isinstance(node, _NAMED) and self._bound(
         source_text(node), {"scale"}) is not None
+
+  def _is_v1(self, opt: cst.BaseExpression) -> bool:
+    """Whether `opt` makes, or names something bound only to, a v1 one."""
+    if isinstance(opt, cst.Call):
+      return self._kind(opt) == "v1"
+    return isinstance(opt, _NAMED) and self._ever(source_text(opt), "v1") and (
+        not self._ever(source_text(opt), "other"))
 
   def _is_keras(self, opt: cst.BaseExpression) -> bool:
     """Whether `opt` makes, or names something once bound to, a Keras one."""

@@ -14,20 +14,21 @@ Such a getter keeps working, so nothing is rewritten; a notice names
 what hand-written ones often miss (a float16 dtype that comes only from the
 initializer's value, partitioned variables, an enclosing scope's getter).
 
-A function is taken for one when its first parameter is called in its body,
-its body names `float32`, and it returns through a `cast`.
+A function is taken for one when it has a getter's signature (its second
+parameter is `name`, or it takes `*args` after the first), its first
+parameter is called in its body, its body names `float32`, and it returns
+through a `cast`. An Estimator model function that calls a model function it
+was given and casts (`create_model_fn(detection_model_fn, configs, ...)`,
+`unet_fn(features, labels, mode, params)`) has no getter's signature.
 """
 
-import re
-from typing import List
+from typing import Callable, List
 
 import libcst as cst
 from libcst import metadata
 
 from mp_optimizer.migrate import findings
 
-_EMPTY = cst.Module(body=[])
-_CAST = re.compile(r"\bcast\s*\(")
 
 
 def _notice(name: str) -> str:
@@ -42,22 +43,54 @@ def _notice(name: str) -> str:
 
 
 class GetterPass(cst.CSTVisitor):
-  """Collects a notice for each function shaped like a float32 getter."""
+  """Collects a notice for each function shaped like a float32 getter.
+
+  Args:
+    lines: Maps a parsed line to the file's line (`resolve.Resolver`).
+  """
 
   METADATA_DEPENDENCIES = (metadata.PositionProvider,)
 
-  def __init__(self):
+  def __init__(self, lines: Callable[[int], int] = lambda line: line):
     super().__init__()
+    self._lines = lines
     self.findings: List[findings.Finding] = []
 
   def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
     params = node.params.params
-    if not params:
+    if not params or not (
+        (len(params) > 1 and params[1].name.value == "name") or
+        (len(params) == 1 and isinstance(node.params.star_arg, cst.Param))):
       return
-    getter = params[0].name.value
-    body = _EMPTY.code_for_node(node.body)
-    if (re.search(rf"\b{re.escape(getter)}\s*\(", body) and
-        "float32" in body and _CAST.search(body) and "return" in body):
-      line = self.get_metadata(metadata.PositionProvider, node).start.line
+    shape = _Shape(params[0].name.value)
+    node.body.visit(shape)
+    if shape.calls_getter and shape.float32 and shape.casts and shape.returns:
+      line = self._lines(
+          self.get_metadata(metadata.PositionProvider, node).start.line)
       self.findings.append(findings.Finding(line, _notice(node.name.value),
                                             needs_human=False))
+
+
+class _Shape(cst.CSTVisitor):
+  """What a function's code (not its docstring or comments) does."""
+
+  def __init__(self, getter: str):
+    super().__init__()
+    self._getter = getter
+    self.calls_getter = self.float32 = self.casts = self.returns = False
+
+  def visit_Call(self, node: cst.Call) -> None:
+    func = node.func
+    self.calls_getter |= isinstance(func, cst.Name) and func.value == (
+        self._getter)
+    self.casts |= (isinstance(func, cst.Name) and func.value == "cast") or (
+        isinstance(func, cst.Attribute) and func.attr.value == "cast")
+
+  def visit_Name(self, node: cst.Name) -> None:
+    self.float32 |= node.value == "float32"
+
+  def visit_SimpleString(self, node: cst.SimpleString) -> None:
+    self.float32 |= node.evaluated_value == "float32"
+
+  def visit_Return(self, node: cst.Return) -> None:
+    self.returns |= node.value is not None

@@ -52,8 +52,8 @@ def _dotted(dotted: str) -> cst.BaseExpression:
 class _ImportPass(cst.CSTTransformer):
   """Rewrites the imports of legacy modules and names; drops dead ones.
 
-  `from tensorflow.contrib.mixed_precision import X` becomes `from managers
-  import X` (or `from mp_optimizer import X`); a contrib module imported under
+  `from tensorflow.contrib.mixed_precision import X` becomes `from
+  mp_optimizer.managers import X` (or `from mp_optimizer import X`); a contrib module imported under
   a name becomes `from mp_optimizer import contrib as name`; a plain
   `import tensorflow.contrib.mixed_precision` becomes `import tensorflow` if
   the file still uses `tensorflow`, else goes; an import of a TensorFlow
@@ -158,7 +158,8 @@ class _ImportPass(cst.CSTTransformer):
         groups.setdefault(module, []).append(alias)
     if list(groups) == [module] and not dropped:
       return None
-    return [node.with_changes(module=_dotted(destination),
+    return [node.with_changes(module=_dotted(names.MODULES.get(destination,
+                                                               destination)),
                               names=_fix_commas(aliases, node))
             for destination, aliases in groups.items()]
 

@@ -23,7 +23,8 @@ class Target:
   """Where a legacy name goes.
 
   Attributes:
-    package: "mp_optimizer" or "managers".
+    package: "mp_optimizer" or "managers" (`mp_optimizer.managers`, which the
+      converted code imports as `from mp_optimizer import managers`).
     name: The public name in that package.
     family: CONTRIB for `tf.contrib.mixed_precision` names, TF for TensorFlow's
       own `LossScale`/`MixedPrecisionLossScaleOptimizer`/graph-rewrite names.
@@ -32,6 +33,9 @@ class Target:
   name: str
   family: str
 
+
+# The module each `Target.package` is imported from.
+MODULES = {"mp_optimizer": "mp_optimizer", "managers": "mp_optimizer.managers"}
 
 _CONTRIB_TARGETS = {
     "LossScaleManager": "managers",
@@ -95,25 +99,51 @@ def _build_names() -> Dict[str, Target]:
 
 LEGACY_NAMES: Dict[str, Target] = _build_names()
 
+
+def _build_converted() -> Dict[str, Target]:
+  """This library's names for the legacy ones, as converted code spells them
+  (also the top-level `managers` package and `mp_optimizer.contrib`)."""
+  converted = {}
+  for target in set(LEGACY_NAMES.values()):
+    modules = (["mp_optimizer"] if target.package == "mp_optimizer" else
+               ["mp_optimizer.managers", "managers"])
+    if target.family == CONTRIB:
+      modules.append("mp_optimizer.contrib")
+    for module in modules:
+      converted[f"{module}.{target.name}"] = target
+  return converted
+
+
+# A run on converted code reports what is still to do from these.
+LIBRARY_NAMES: Dict[str, Target] = _build_converted()
+
 # A file refers to the legacy API only through an import that spells
 # `tensorflow` (or `tensorflow_core`). Every legacy name contains `LossScale`
 # or `mixed_precision`; so does every legacy module but `train.experimental`,
-# which is reported only when reached by `getattr` (or a star import); a
-# hand-written float32 getter calls its `getter(`. A file without these
-# spellings has nothing to convert or report: it is never parsed.
+# which is reported only when reached by `getattr` (or a star import from
+# TensorFlow); a hand-written float32 getter calls its `getter(`. A file
+# that uses this library (converted code, run again: what is still to do is
+# reported) spells `mp_optimizer` or imports `managers`; one that sets
+# NVIDIA's variables spells them. A file with none of these has nothing to
+# convert or report: it is never parsed.
 _MENTIONS = re.compile(
     rb"mixed_precision|LossScale|train\.experimental|import\s+experimental|"
-    rb"[\"']experimental[\"']|import\s*\*|getter\s*\(")
+    rb"[\"']experimental[\"']|from\s+tensorflow[\w.]*\s+import\s*\*|"
+    rb"getter\s*\(")
+_OURS = re.compile(
+    rb"TF_ENABLE_AUTO_MIXED_PRECISION|\bmp_optimizer\b|"
+    rb"^[ \t]*(?:import|from)[ \t]+managers\b", re.MULTILINE)
 
 
 def might_use_legacy(source: bytes) -> bool:
-  """False if `source` (a file's bytes) cannot refer to the legacy API.
+  """False if `source` (a file's bytes) has nothing to convert or report.
 
   Args:
     source: The bytes of a Python file in an ASCII-compatible encoding (all
       that Python accepts).
   """
-  return b"tensorflow" in source and _MENTIONS.search(source) is not None
+  return (b"tensorflow" in source and _MENTIONS.search(source) is not None
+          ) or _OURS.search(source) is not None
 
 
 # Modules whose every public member is a legacy name. The contrib ones (the

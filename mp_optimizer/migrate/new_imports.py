@@ -1,7 +1,8 @@
 """The imports the rewritten code needs, added where the README says.
 
-`import managers` / `import mp_optimizer` go right after the module's last
-top-level import, as their own lines, with no blank line added.
+`from mp_optimizer import managers` / `import mp_optimizer` go right after
+the module's last top-level import, as their own lines, with no blank line
+added.
 """
 
 from typing import Dict, Iterable, Set
@@ -25,7 +26,7 @@ def add(module: cst.Module, packages: Iterable[str],
 
   Args:
     module: The module to add imports to.
-    packages: "mp_optimizer" and/or "managers".
+    packages: "mp_optimizer" and/or "managers" (`mp_optimizer.managers`).
     refs: The name each package is reached by in the rewritten code.
 
   Returns:
@@ -51,8 +52,11 @@ def add(module: cst.Module, packages: Iterable[str],
 
 def _import_line(package: str, ref: str) -> cst.SimpleStatementLine:
   asname = None if ref == package else cst.AsName(cst.Name(ref))
-  return cst.SimpleStatementLine(
-      [cst.Import([cst.ImportAlias(cst.Name(package), asname=asname)])])
+  alias = cst.ImportAlias(cst.Name(package), asname=asname)
+  if package == "managers":  # The library's one spelling for its managers.
+    return cst.SimpleStatementLine(
+        [cst.ImportFrom(module=cst.Name("mp_optimizer"), names=[alias])])
+  return cst.SimpleStatementLine([cst.Import([alias])])
 
 
 def _is_import(statement: cst.CSTNode) -> bool:
@@ -68,17 +72,25 @@ def _is_docstring(statement: cst.CSTNode) -> bool:
 
 
 def _imported_packages(body) -> Set[str]:
-  """The names top-level `import managers [as x]` statements bind."""
+  """The names `import mp_optimizer` / `from mp_optimizer import managers`
+  (with or without `as x`) bind at the top level."""
   bound = set()
   for statement in body:
     if not _is_import(statement):
       continue
     for small in statement.body:
       if isinstance(small, cst.Import):
-        for alias in small.names:
-          name = source_text(alias.name)
-          if name in PACKAGES:
-            bound.add(alias.asname.name.value if alias.asname else name)
+        aliases = small.names
+      elif (isinstance(small, cst.ImportFrom) and small.module is not None and
+            not small.relative and source_text(small.module) == "mp_optimizer"
+            and not isinstance(small.names, cst.ImportStar)):
+        aliases = small.names
+      else:
+        continue
+      for alias in aliases:
+        name = source_text(alias.name)
+        if name in PACKAGES:
+          bound.add(alias.asname.name.value if alias.asname else name)
   return bound
 
 

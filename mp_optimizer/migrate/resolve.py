@@ -39,10 +39,14 @@ class Resolver:
     get_metadata: The `get_metadata` method of a visitor whose
       METADATA_DEPENDENCIES include `METADATA_DEPENDENCIES`; it is called
       only while that visitor visits.
+    lines: Maps a line of the parsed source to the file's own line (the
+      parsed source may leave parts of the file out: `chunks.Reduced`).
   """
 
-  def __init__(self, get_metadata: Callable[..., Any]):
+  def __init__(self, get_metadata: Callable[..., Any],
+               lines: Callable[[int], int] = lambda line: line):
     self._get_metadata = get_metadata
+    self._lines = lines
     self._aliases: Dict[str, str] = {}  # `v1` -> "tensorflow.compat.v1".
 
   def read_aliases(self, module: cst.Module) -> None:
@@ -64,8 +68,8 @@ class Resolver:
     return self._get_metadata(metadata.ParentNodeProvider, node)
 
   def line(self, node: cst.CSTNode) -> int:
-    """Returns the line `node` starts on."""
-    return self.position(node).start.line
+    """Returns the line of the file `node` starts on."""
+    return self._lines(self.position(node).start.line)
 
   def position(self, node: cst.CSTNode) -> metadata.CodeRange:
     """Returns where `node` starts and ends (lines 1-based, columns 0-based)."""
@@ -89,6 +93,16 @@ class Resolver:
       for path in paths:
         if test(path):
           return path
+    return None
+
+  def target(self, node: cst.CSTNode) -> Optional[names.Target]:
+    """What `node` names: a legacy name, or this library's name for one."""
+    legacy = self.legacy_path(node)
+    if legacy is not None:
+      return names.LEGACY_NAMES.get(legacy)
+    for path in self.paths(node):
+      if path in names.LIBRARY_NAMES:
+        return names.LIBRARY_NAMES[path]
     return None
 
   def _through_alias(self, node: cst.CSTNode) -> List[str]:
@@ -151,6 +165,7 @@ def package_refs(wrapper: metadata.MetadataWrapper) -> Dict[str, str]:
       continue
     # The provider may hand back a lazy value: a callable that computes it.
     qualified = qualified() if callable(qualified) else qualified
-    if any(q.name != node.value or q.source != _IMPORT for q in qualified):
+    if any(q.name not in (node.value, names.MODULES[node.value]) or
+           q.source != _IMPORT for q in qualified):
       refs[node.value] = node.value + "_lib"
   return refs

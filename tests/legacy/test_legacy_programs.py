@@ -31,7 +31,7 @@ TF2_STATE = {"current_loss_scale": tf.float32, "good_steps": tf.int64}
 CONVERSIONS = {
     "optimization.py": [
         ("import tensorflow.compat.v1 as tf\n",
-         "import tensorflow.compat.v1 as tf\nimport managers\n"
+         "import tensorflow.compat.v1 as tf\nfrom mp_optimizer import managers\n"
          "import mp_optimizer\n"),
         ("loss_scaler = tf.train.experimental.DynamicLossScale(",
          "loss_scaler = managers.DynamicLossScale("),
@@ -53,15 +53,15 @@ CONVERSIONS = {
     "train_fp16.py": [
         ("from tensorflow.contrib.mixed_precision import "
          "ExponentialUpdateLossScaleManager\n",
-         "from managers import ExponentialUpdateLossScaleManager\n"),
+         "from mp_optimizer.managers import ExponentialUpdateLossScaleManager\n"),
         ("from tensorflow.contrib.mixed_precision import "
          "FixedLossScaleManager\n",
-         "from managers import FixedLossScaleManager\n"),
+         "from mp_optimizer.managers import FixedLossScaleManager\n"),
         ("from tensorflow.contrib.mixed_precision import (\n"
          "    LossScaleOptimizer as ContribLossScaleOptimizer)\n",
          "from mp_optimizer import (\n"
          "    LossScaleOptimizer as ContribLossScaleOptimizer)\n"
-         "import managers\nimport mp_optimizer\n"),
+         "from mp_optimizer import managers\nimport mp_optimizer\n"),
         ("tf.compat.v1.mixed_precision.DynamicLossScale(",
          "managers.DynamicLossScale("),
         ("tf.compat.v1.mixed_precision.FixedLossScale(",

@@ -1,0 +1,94 @@
+"""NVIDIA's container variables, set from Python: reported where they are set.
+
+`os.environ["TF_ENABLE_AUTO_MIXED_PRECISION"] = "1"` (also
+`..._GRAPH_REWRITE`, `..._LOSS_SCALING`; through `os.environ.setdefault`,
+`os.environ.update`, `os.putenv`, or `from os import environ`) made NVIDIA's
+TF1 containers rewrite every `tf.train.Optimizer` for float16 with dynamic
+loss scaling. Stock TensorFlow ignores it: the script trains in float32
+without loss scaling. Setting one to "0" (or "false") does nothing either
+way and is not reported; any other value, a flag's value included
+(`"1" if args.amp else "0"`), is.
+"""
+
+from typing import Callable, List, Optional
+
+import libcst as cst
+
+from mp_optimizer.migrate import findings
+from mp_optimizer.migrate import resolve
+
+_BOTH = "TF_ENABLE_AUTO_MIXED_PRECISION"
+_WHAT = {
+    _BOTH: "the float16 graph rewrite and dynamic loss scaling",
+    _BOTH + "_GRAPH_REWRITE": "the float16 graph rewrite",
+    _BOTH + "_LOSS_SCALING": "dynamic loss scaling",
+}
+_OFF = ("0", "false", "")
+_SETTERS = {"os.environ.setdefault", "os.putenv", "posix.putenv"}
+
+
+def _reason(name: str) -> str:
+  return (f"`{name}` made NVIDIA's TF1 containers apply {_WHAT[name]} to "
+          "every tf.compat.v1 optimizer; stock TensorFlow ignores it, so this "
+          "trains in float32 without loss scaling: wrap the optimizer with "
+          "`mp_optimizer.enable_mixed_precision_graph_rewrite(opt, \"dynamic\")`"
+          " (`mp_optimizer.MixedPrecisionLossScaleOptimizer(opt, \"dynamic\")` "
+          "for loss scaling alone), or run the script unchanged with "
+          "`python -m mp_optimizer.nvidia_environment SCRIPT ARGS...`")
+
+
+def _string(node: cst.BaseExpression) -> Optional[str]:
+  if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+    value = node.evaluated_value
+    return value if isinstance(value, str) else None
+  return None
+
+
+class EnvironmentPass(cst.CSTVisitor):
+  """Collects a finding for each place that switches one of them on.
+
+  Args:
+    lines: Maps a parsed line to the file's line (`resolve.Resolver`).
+  """
+
+  METADATA_DEPENDENCIES = resolve.METADATA_DEPENDENCIES
+
+  def __init__(self, lines: Callable[[int], int] = lambda line: line):
+    super().__init__()
+    self.findings: List[findings.Finding] = []
+    self._resolve = resolve.Resolver(self.get_metadata, lines)
+
+  def _is(self, node: cst.BaseExpression, *paths: str) -> bool:
+    return any(q.name in paths for q in self._resolve.qualified_names(node))
+
+  def _check(self, node: cst.CSTNode, name: Optional[str],
+             value: Optional[cst.BaseExpression]) -> None:
+    if name not in _WHAT or value is None:
+      return
+    text = _string(value)
+    if text is not None and text.strip().lower() in _OFF:
+      return
+    if isinstance(value, cst.Integer) and value.value == "0":
+      return
+    self.findings.append(findings.Finding(self._resolve.line(node),
+                                          _reason(name)))
+
+  def visit_Assign(self, node: cst.Assign) -> None:
+    for target in node.targets:
+      subscript = target.target
+      if (isinstance(subscript, cst.Subscript) and len(subscript.slice) == 1
+          and isinstance(subscript.slice[0].slice, cst.Index) and
+          self._is(subscript.value, "os.environ")):
+        self._check(node, _string(subscript.slice[0].slice.value), node.value)
+
+  def visit_Call(self, node: cst.Call) -> None:
+    if self._is(node.func, *_SETTERS) and len(node.args) >= 2:
+      self._check(node, _string(node.args[0].value), node.args[1].value)
+    elif self._is(node.func, "os.environ.update"):
+      for arg in node.args:
+        if arg.keyword is not None:
+          self._check(node, arg.keyword.value, arg.value)
+        elif isinstance(arg.value, cst.Dict):
+          for element in arg.value.elements:
+            if isinstance(element, cst.DictElement):
+              self._check(node, _string(element.key), element.value)

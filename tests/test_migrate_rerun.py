@@ -1,0 +1,93 @@
+"""mp-optimizer-migrate run again on code it converted reports what remains.
+
+Findings come from the code as it is: a second run over converted files
+reports, at their new lines, everything the first run reported that is still
+there, and nothing it rewrote; notices, which describe what the conversion
+changed, are given once.
+"""
+
+import contextlib
+import io
+import os
+import shutil
+import tempfile
+
+from absl.testing import parameterized
+
+from mp_optimizer import migrate
+
+LEGACY = '''import tensorflow as tf
+
+
+def build(opt, loss):
+  manager = tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager(
+      init_loss_scale=2**15, incr_every_n_steps=1000)
+  opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(opt)
+  opt = tf.contrib.mixed_precision.LossScaleOptimizer(opt, manager)
+  scale = tf.train.experimental.DynamicLossScale(increment_period=2.5)
+  fixed = tf.train.experimental.FixedLossScale(128)
+  reset = tf.assign(manager.get_loss_scale(), 4.0)
+  print(opt._loss_scale_manager)
+  return opt.minimize(loss), scale, fixed, reset
+'''
+_FINDINGS = [
+    "{line}: `opt` is already wrapped for loss scaling (line {wrapped}) and "
+    "is wrapped again here by `LossScaleOptimizer`: the replacement refuses "
+    "to wrap twice (TensorFlow scaled the loss twice); keep one wrapper",
+    "{line}: `increment_period=2.5` is not a whole number of steps (the "
+    "counters are integers): write the int you mean",
+    "{line}: contrib's get_loss_scale() returned the scale variable, the "
+    "replacement returns its value: take the variable from the manager's "
+    "variables()",
+    "{line}: `opt._loss_scale_manager` is private to the legacy class and the "
+    "replacement has no such attribute; use `.loss_scale_manager`",
+]
+
+
+def _expected(path, first_line):
+  """The findings, their lines counted from the wrapped-twice one."""
+  lines = [first_line, first_line + 1, first_line + 3, first_line + 4]
+  return [f"{path}:" + text.format(line=line, wrapped=first_line - 1)
+          for text, line in zip(_FINDINGS, lines)]
+
+
+class RerunTest(parameterized.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.dir = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, self.dir)
+    self.path = os.path.join(self.dir, "train.py")
+    with open(self.path, "w") as f:
+      f.write(LEGACY)
+
+  def run_main(self, *argv):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+      status = migrate.main([*argv, self.path])
+    return status, out.getvalue(), err.getvalue().splitlines()
+
+  def test_each_run_reports_what_remains(self):
+    status, _, first = self.run_main("--in-place")
+    notice = [line for line in first if ": notice: " in line]
+    self.assertEqual((status, len(notice)), (1, 1))
+    self.assertEqual([line for line in first if line not in notice],
+                     _expected(self.path, 8)[:3] + [
+                         _expected(self.path, 8)[3], first[-1]])
+    self.assertEqual(first[-1], "mp-optimizer-migrate: 1 files scanned, "
+                     "1 changed, 4 findings, 1 notices, 0 errors")
+    for _ in range(2):  # The second run and any after it say the same.
+      status, out, again = self.run_main("--in-place")
+      self.assertEqual((status, out), (1, ""))
+      self.assertEqual(again, _expected(self.path, 10) + [
+          "mp-optimizer-migrate: 1 files scanned, 0 changed, 4 findings, "
+          "0 notices, 0 errors"])
+
+  def test_nothing_left_gives_a_clean_second_run(self):
+    with open(self.path, "w") as f:
+      f.write("import tensorflow as tf\n\n"
+              "m = tf.contrib.mixed_precision.FixedLossScaleManager(8)\n")
+    self.assertEqual(self.run_main("--in-place")[0], 0)
+    self.assertEqual(self.run_main("--in-place"), (0, "", [
+        "mp-optimizer-migrate: 1 files scanned, 0 changed, 0 findings, "
+        "0 notices, 0 errors"]))
