@@ -15,6 +15,11 @@
     that was never multiplied by S (`tf.gradients(loss, ...)`, or the inner
     optimizer's `compute_gradients`), so loss scaling does nothing for it.
     `allow_unscaled_gradients()` lets deliberate cases through.
+  - it was divided by S but the loss it came from was never multiplied by
+    it: it would be applied S times too small.
+  The optimizer's own scale counts wherever it is read: a gradient of
+  `loss * opt.get_loss_scale()` divided by `opt.get_loss_scale()` (or
+  multiplied by its reciprocal) was scaled and unscaled by hand, correctly.
   Anything else passes: a gradient read from a variable (a hand-written
   accumulator) reaches no seed, and nothing proves it unscaled. The walk
   follows v1 control flow (Switch, Enter, Merge, loops included) but not into
@@ -27,22 +32,28 @@
 All of it runs once, while the graph is built; nothing is added to a step.
 """
 
-import collections
 import contextlib
+import numbers
 import re
 import warnings
 import weakref
 from typing import Iterable, Iterator
 
+import numpy as np
 import tensorflow as tf
 
 from mp_optimizer.managers import _graph
 
 _RECORDS = weakref.WeakKeyDictionary()  # graph -> {"scaled": set, "unscaled": set}
+# graph -> ids of the optimizers' scale tensors and scale variables' handles.
+_SOURCES = weakref.WeakKeyDictionary()
 _ALLOWED = weakref.WeakKeyDictionary()  # graph -> open allow_unscaled_gradients
 _SEED = re.compile(r"(^|/)grad_ys_\d+$")  # tf.gradients' initial gradient.
-# What a tensor's ancestry reaches (bits).
-_SCALED, _SAW_SCALE, _SEEDED = 1, 2, 4
+# What a tensor's ancestry reaches (bits): S not divided out yet; the scale
+# (a scaled loss or an unscaled gradient); a gradient computation's seed; a
+# division by S of something never multiplied by it.
+_SCALED, _SAW_SCALE, _SEEDED, _DIVIDED = 1, 2, 4, 8
+_MAX_PASSES = 64
 
 
 def _record(kind: str, tensors: Iterable) -> None:
@@ -103,11 +114,17 @@ def allow_unscaled_gradients() -> Iterator[None]:
 
 
 def check_grads_and_vars(grads_and_vars) -> tuple:
-  """Returns `grads_and_vars` as a tuple after checking its shape and types.
+  """Returns `grads_and_vars` as a tuple of pairs, gradients as tensors.
+
+  Accepts what TF's `apply_gradients` accepts: a gradient may be a tensor
+  (a ref tensor too), an `IndexedSlices`, a variable (such as what
+  `accumulator.assign_add(g)` returns), a NumPy array or number (converted
+  with `tf.convert_to_tensor`, as TF does), or None. Nothing is built unless
+  every pair passes.
 
   Raises:
     TypeError: If an entry is not a (gradient, variable) pair, or a gradient
-      is not a Tensor, IndexedSlices or None.
+      is none of the above.
     ValueError: If there are no pairs, or every gradient is None (with
       TensorFlow's messages for both).
   """
@@ -115,27 +132,54 @@ def check_grads_and_vars(grads_and_vars) -> tuple:
   if not pairs:
     raise ValueError("No variables provided. (`grads_and_vars` is empty: "
                      "pass the pairs `compute_gradients` returned.)")
-  for pair in pairs:
+  for pair in pairs:  # Check everything before building anything.
     if not isinstance(pair, (tuple, list)) or len(pair) != 2:
       raise TypeError("`grads_and_vars` must hold (gradient, variable) pairs, "
                       f"got the entry {pair!r}.")
     grad, var = pair
-    if grad is not None and not isinstance(grad, (tf.Tensor, tf.IndexedSlices)):
+    if not (grad is None or isinstance(grad, _GRADIENT_TYPES) or
+            isinstance(grad, numbers.Number) and not isinstance(grad, bool)):
       raise TypeError(
-          f"The gradient for {getattr(var, 'name', var)} must be a tf.Tensor, "
-          f"tf.IndexedSlices or None, got {grad!r} "
-          f"(type {type(grad).__name__}).")
-  if all(grad is None for grad, _ in pairs):
+          "Gradient must be convertible to a Tensor or IndexedSlices, or "
+          f"None: the gradient for {getattr(var, 'name', var)} is {grad!r} "
+          f"(type {type(grad).__name__}); expected a tf.Tensor, "
+          "tf.IndexedSlices, tf.Variable, NumPy array or None.")
+  converted = [(g if g is None or isinstance(g, (tf.Tensor, tf.IndexedSlices))
+                else tf.convert_to_tensor(g), v) for g, v in pairs]
+  if all(grad is None for grad, _ in converted):
     raise ValueError(
         "No gradients provided for any variable: "
-        f"{[str(var) for _, var in pairs]}. (Every gradient in "
+        f"{[str(var) for _, var in converted]}. (Every gradient in "
         "`grads_and_vars` is None: the loss does not depend on these "
         "variables, or an op between them has no gradient.)")
-  return pairs
+  return tuple(converted)
+
+
+def record_scale_source(loss_scale) -> None:
+  """Remembers the optimizer's scale (a variable or a tensor) in its graph.
+
+  A gradient whose ancestry reads it was scaled by hand
+  (`tf.gradients(loss * opt.get_loss_scale(), ...)`), and a division by it
+  unscales by hand (see `_walk`).
+  """
+  if isinstance(loss_scale, tf.Tensor):
+    _SOURCES.setdefault(loss_scale.graph, set()).add(id(loss_scale))
+    return
+  strategy = tf.distribute.get_strategy()
+  for component in strategy.experimental_local_results(loss_scale):
+    handle = component.handle  # Lives (and keeps its id) with its graph.
+    _SOURCES.setdefault(handle.graph, set()).add(id(handle))
 
 
 def _start(grad):
   return grad.values if isinstance(grad, tf.IndexedSlices) else grad
+
+
+_GRADIENT_TYPES = (tf.Tensor, tf.IndexedSlices, tf.Variable, np.ndarray,
+                   np.number)
+_PASS_THROUGH = frozenset(("Identity", "Cast", "Snapshot"))
+_DIVISIONS = frozenset(("RealDiv", "Div", "DivNoNan"))
+_RECIPROCALS = frozenset(("Reciprocal", "Inv"))
 
 
 class _Leaves:
@@ -153,52 +197,103 @@ class _Leaves:
       records = _RECORDS.get(graph, {"scaled": (), "unscaled": ()})
       self._by_graph[graph] = tuple(
           {id(ref.deref()) for ref in records[kind]}
-          for kind in ("unscaled", "scaled"))
+          for kind in ("unscaled", "scaled")) + (_SOURCES.get(graph, set()),)
     return self._by_graph[graph]
+
+  def is_scale(self, tensor) -> bool:
+    """True for the optimizer's scale S, read, cast or passed through."""
+    while tensor.op.type in _PASS_THROUGH and tensor.op.inputs:
+      tensor = tensor.op.inputs[0]
+    _, scaled, sources = self._records(tensor.graph)
+    if id(tensor) in sources or id(tensor) in scaled:
+      return True
+    return (tensor.op.type == "ReadVariableOp" and
+            id(tensor.op.inputs[0]) in sources)
+
+  def _is_inverse(self, tensor) -> bool:
+    """True for 1/S: `Reciprocal(S)` or `c / S` with a constant c."""
+    op = tensor.op
+    if op.type in _RECIPROCALS:
+      return self.is_scale(op.inputs[0])
+    return (op.type in _DIVISIONS and op.inputs[0].op.type == "Const" and
+            self.is_scale(op.inputs[1]))
+
+  def numerator(self, tensor):
+    """If `tensor` is `x / S` or `x * (1/S)`, returns x; else None."""
+    op = tensor.op
+    if op.type in _DIVISIONS and self.is_scale(op.inputs[1]):
+      return op.inputs[0]
+    if op.type == "Mul":
+      for x, y in (op.inputs, reversed(list(op.inputs))):
+        if self._is_inverse(y):
+          return x
+    return None
 
   def bits(self, tensor):
     """Returns the bits a tensor contributes if the walk stops at it, else None."""
-    unscaled, scaled = self._records(tensor.graph)
+    unscaled, _, _ = self._records(tensor.graph)
     if id(tensor) in unscaled:
       return _SAW_SCALE
-    if id(tensor) in scaled:
+    if self.is_scale(tensor):
       return _SCALED | _SAW_SCALE
     if _SEED.search(tensor.op.name):
       return _SEEDED
     return None
 
 
-def _reach(starts) -> dict:
+def _divided(bits: int) -> int:
+  """The bits of `x / S` from those of x."""
+  if bits & _SCALED:  # Multiplied by S, then divided: unscaled.
+    return (bits & ~_SCALED) | _SAW_SCALE
+  return bits | _DIVIDED if bits & _SEEDED else bits
+
+
+def _walk(starts) -> dict:
   """Returns id(tensor) -> the bits its ancestry reaches, for the walk's tensors.
 
-  One walk collects every ancestor (stopping at leaves) and who depends on
-  it; the leaves' bits then flow to their dependents until nothing changes.
-  That is exact on v1 while loops, whose graphs have cycles.
+  Ancestors are collected in post-order (inputs before the tensors that use
+  them), stopping at leaves; a division by S leads to its numerator only.
+  Each pass then recomputes every tensor from its inputs: an OR of their
+  bits, or `_divided` of a numerator's. On a graph without cycles one pass
+  is exact; a v1 while loop (a cycle through NextIteration) takes a few
+  passes until nothing changes.
   """
   leaves = _Leaves()
-  bits, dependents = {}, collections.defaultdict(list)
-  seen, stack = set(), list(starts)
+  order, inputs, seen = [], {}, set()
+  stack = [(tensor, False) for tensor in starts]
   while stack:
-    tensor = stack.pop()
+    tensor, expanded = stack.pop()
     key = id(tensor)
+    if expanded:
+      order.append(tensor)
+      continue
     if key in seen:
       continue
     seen.add(key)
     leaf = leaves.bits(tensor)
     if leaf is not None:
-      bits[key] = leaf
+      inputs[key] = leaf
       continue
-    for source in tensor.op.inputs:
-      dependents[id(source)].append(key)
-      stack.append(source)
-  pending = list(bits)
-  while pending:
-    key = pending.pop()
-    for dependent in dependents[key]:
-      merged = bits.get(dependent, 0) | bits[key]
-      if merged != bits.get(dependent, 0):
-        bits[dependent] = merged
-        pending.append(dependent)
+    numerator = leaves.numerator(tensor)
+    inputs[key] = ([numerator], True) if numerator is not None else (
+        list(tensor.op.inputs), False)
+    stack.append((tensor, True))
+    stack.extend((source, False) for source in inputs[key][0])
+  bits = {key: value for key, value in inputs.items() if isinstance(value, int)}
+  for _ in range(_MAX_PASSES):
+    changed = False
+    for tensor in order:
+      sources, divided = inputs[id(tensor)]
+      value = 0
+      for source in sources:
+        value |= bits.get(id(source), 0)
+      if divided:
+        value = _divided(value)
+      if bits.get(id(tensor)) != value:
+        bits[id(tensor)] = value
+        changed = True
+    if not changed:
+      break
   return bits
 
 
@@ -212,7 +307,7 @@ def check_unscaled(grads_and_vars) -> None:
     ValueError: Naming the variable whose gradient is wrong and the fix.
   """
   pairs = [(_start(g), v) for g, v in grads_and_vars if g is not None]
-  bits = _reach(g for g, _ in pairs)
+  bits = _walk(g for g, _ in pairs)
   allowed = _ALLOWED.get(_graph.require_graph(
       "LossScaleOptimizer.apply_gradients"), 0) > 0
   for grad, var in pairs:
@@ -222,8 +317,16 @@ def check_unscaled(grads_and_vars) -> None:
           f"The gradient for {var.name} was computed from a scaled loss but "
           "never divided by the loss scale, so it would be applied S times "
           "too large. Take gradients with `opt.compute_gradients(loss)`, or "
-          "pass them through `opt.get_unscaled_gradients(grads)` before "
-          "`apply_gradients`.")
+          "pass them through `opt.get_unscaled_gradients(grads)` (or divide "
+          "them by `opt.get_loss_scale()`) before `apply_gradients`.")
+    if reached & _DIVIDED and not reached & _SAW_SCALE and not allowed:
+      raise ValueError(
+          f"The gradient for {var.name} ({grad.name}) was divided by the loss "
+          "scale, but the loss it was computed from was never multiplied by "
+          "it, so it would be applied S times too small. Multiply the loss "
+          "first: `tf.gradients(opt.get_scaled_loss(loss), ...)` (or `loss * "
+          "opt.get_loss_scale()`), or take gradients with "
+          "`opt.compute_gradients(loss)`.")
     if reached == _SEEDED and not allowed:
       raise ValueError(
           f"The gradient for {var.name} ({grad.name}) was computed from a "

@@ -259,6 +259,7 @@ class LossScaleOptimizer(Optimizer):
     """
     _graph.require_graph("LossScaleOptimizer.apply_gradients")
     grads_and_vars = misuse.check_grads_and_vars(grads_and_vars)
+    misuse.record_scale_source(self._manager.get_loss_scale())
     misuse.check_unscaled(grads_and_vars)
     if tf.distribute.has_strategy() and tf.distribute.in_cross_replica_context():
       raise RuntimeError(

@@ -72,9 +72,10 @@ class MalformedPairsTest(parameterized.TestCase):
        r"\(gradient, variable\) pairs.*dense/w"),
       ("triple", lambda variables: [(None, variables[0], 1)], TypeError,
        r"\(gradient, variable\) pairs.*None"),
-      ("numpy_gradient",
-       lambda variables: [(np.ones([4, 2], np.float32), variables[0])],
-       TypeError, r"(?s)dense/w.*tf.Tensor, tf.IndexedSlices or None.*ndarray"),
+      ("string_gradient",
+       lambda variables: [(np.ones(2, np.float32), variables[1]),
+                          ("gradient", variables[0])],
+       TypeError, r"(?s)convertible to a Tensor.*dense/w.*'gradient'.*str"),
   )
   def test_bad_grads_and_vars(self, make, error, pattern):
     with tf.Graph().as_default() as g:
