@@ -9,6 +9,7 @@ from typing import Any, Optional
 import tensorflow as tf
 
 from mp_optimizer import _arguments
+from mp_optimizer import _rewrite_registry
 from mp_optimizer import managers
 from mp_optimizer import optimizer as optimizer_lib
 
@@ -111,14 +112,16 @@ def enable_mixed_precision_graph_rewrite(
   v1 optimizer it is called here with a throwaway optimizer and a fixed scale
   of 1 (which builds nothing), so TF's own checks (e.g. against a Keras
   mixed-precision policy) and its warning still run; TF logs a deprecation
-  warning for that call. A Keras 2 optimizer (`OptimizerV2`, i.e.
-  `tf.keras.optimizers.legacy.*` on TF <= 2.15) is handed to TF's function
-  itself, which wraps it in Keras's `LossScaleOptimizer` with `loss_scale`
-  converted by Keras. TF refuses Keras 3 optimizers (`tf.keras` on TF >= 2.16)
-  and Keras 2's newer `tf.keras.optimizers.*`, and so does this function.
+  warning for that call. A Keras optimizer that TF's function wraps itself
+  (an `OptimizerV2`: `tf.keras.optimizers.legacy.*` on TF <= 2.15, or TF's
+  frozen Keras copy `tensorflow.python.keras.optimizer_v2` on any version;
+  TF's own registry decides) is handed to TF's function, which wraps it in
+  Keras's `LossScaleOptimizer` with `loss_scale` converted by Keras. TF
+  refuses Keras 3 optimizers (`tf.keras` on TF >= 2.16) and Keras 2's newer
+  `tf.keras.optimizers.*`, and so does this function.
 
   Args:
-    opt: A `tf.compat.v1.train.Optimizer` or a Keras 2 `OptimizerV2`, not
+    opt: A `tf.compat.v1.train.Optimizer` or a Keras `OptimizerV2`, not
       already wrapped.
     loss_scale: As for `MixedPrecisionLossScaleOptimizer`; default "dynamic".
       With a Keras optimizer: "dynamic", a number, or TF's own
@@ -144,35 +147,30 @@ def enable_mixed_precision_graph_rewrite(
   return wrapped
 
 
-def _keras_optimizer_v2() -> Optional[type]:
-  """Keras 2's `OptimizerV2`, which TF's built-in wraps; None under Keras 3."""
-  try:
-    return tf.keras.optimizers.legacy.Optimizer
-  except (AttributeError, ImportError):  # Keras 3 raises ImportError here.
-    return None
-
-
 def _check_keras_arguments(opt: Any, loss_scale: Any) -> None:
-  """Lets through what TF's built-in wraps for Keras, with clear errors else."""
-  if hasattr(opt, "inner_optimizer"):
+  """Lets through what TF's built-in wraps for Keras, with clear errors else.
+
+  TF's own registry of optimizer wrappers (`mp_optimizer._rewrite_registry`)
+  decides, as it does inside TF's switch.
+  """
+  wrappers = _rewrite_registry.wrapper_classes()
+  if hasattr(opt, "inner_optimizer") or isinstance(opt, wrappers):
     raise ValueError(
         f"`opt` is already a {type(opt).__name__} (Keras's loss-scale "
         "optimizer); enable_mixed_precision_graph_rewrite wraps the optimizer "
         f"itself. Pass `opt.inner_optimizer` instead, got {opt!r}.")
-  keras_v2 = _keras_optimizer_v2()
-  if keras_v2 is None or not isinstance(opt, keras_v2):
-    kinds = "a tf.compat.v1.train.Optimizer" + (
-        " or a Keras 2 optimizer (tf.keras.optimizers.legacy)" if keras_v2
-        else "")
+  if not isinstance(opt, _rewrite_registry.keras_optimizer_classes()):
     keras_hint = (
         " TensorFlow's own enable_mixed_precision_graph_rewrite refuses this "
-        "Keras optimizer too; with Keras use "
+        "optimizer too (it wraps only the optimizer classes registered with "
+        "it); with Keras use "
         "tf.keras.mixed_precision.set_global_policy('mixed_float16') and "
         "tf.keras.mixed_precision.LossScaleOptimizer."
         if hasattr(opt, "apply_gradients") else "")
     raise _arguments.ArgumentTypeError(
-        f"`opt` must be {kinds}, got {opt!r} (type {type(opt).__name__})."
-        + keras_hint)
+        "`opt` must be a tf.compat.v1.train.Optimizer or a Keras optimizer "
+        "that TensorFlow's graph rewrite wraps (OptimizerV2), got "
+        f"{opt!r} (type {type(opt).__name__})." + keras_hint)
   if isinstance(loss_scale, managers.LossScaleManager):
     raise ValueError(
         "With a Keras optimizer, `loss_scale` goes to Keras's "

@@ -255,3 +255,15 @@ class ArgumentsLikeTfTest(parameterized.TestCase):
       managers.DynamicLossScale(increment_period=value)
     with self.assertRaisesRegex(ValueError, "`incr_every_n_steps`.*whole"):
       managers.ExponentialUpdateLossScaleManager(8, value)
+
+
+class NoneLossScaleMessageTest(parameterized.TestCase):
+
+  def test_none_keeps_tfs_words_inside_ours(self):
+    sgd = v1.train.GradientDescentOptimizer(1.0)
+    with self.assertRaises(ValueError) as theirs:
+      tf_mp.MixedPrecisionLossScaleOptimizer(sgd, None)
+    with self.assertRaises(ValueError) as ours:
+      mp_optimizer.MixedPrecisionLossScaleOptimizer(sgd, None)
+    self.assertStartsWith(str(ours.exception), str(theirs.exception))
+    self.assertIn("Pass 'dynamic'", str(ours.exception))

@@ -177,6 +177,12 @@ def _keras2_sgd():
   return tf.keras.optimizers.legacy.SGD()
 
 
+def _frozen_keras_sgd():
+  """SGD of TF's frozen Keras copy, which TF's own mixed-precision tests use."""
+  from tensorflow.python.keras.optimizer_v2 import gradient_descent  # pylint: disable=g-direct-tensorflow-import,import-outside-toplevel
+  return gradient_descent.SGD()
+
+
 def _rewrite_enabled():
   return tf.config.optimizer.get_experimental_options().get(
       "auto_mixed_precision", False)
@@ -213,6 +219,12 @@ KERAS2_ROWS = (
      lambda: tf.keras.mixed_precision.LossScaleOptimizer(_keras2_sgd()),
      lambda: "dynamic"),
 )
+FROZEN_KERAS_ROWS = (
+    ("frozen_keras_dynamic", _frozen_keras_sgd, lambda: "dynamic"),
+    ("frozen_keras_number", _frozen_keras_sgd, lambda: 128),
+    ("frozen_keras_tf_dynamic", _frozen_keras_sgd,
+     lambda: v1.mixed_precision.DynamicLossScale(16, 3)),
+)
 REFUSED_ROWS = (
     # Keras 3's optimizers on TF >= 2.16, Keras 2's newer ones on TF 2.15.
     ("keras_optimizer", lambda: tf.keras.optimizers.SGD(), lambda: "dynamic"),
@@ -230,7 +242,8 @@ REFUSED_ROWS = (
 
 class WhatTheSwitchAcceptsTest(parameterized.TestCase):
 
-  @parameterized.named_parameters(*KERAS2_ROWS, *REFUSED_ROWS)
+  @parameterized.named_parameters(*KERAS2_ROWS, *FROZEN_KERAS_ROWS,
+                                  *REFUSED_ROWS)
   def test_same_as_tensorflows_switch(self, make_opt, make_loss_scale):
     try:
       theirs = _outcome(TF_ENABLE, make_opt, make_loss_scale)
@@ -250,7 +263,7 @@ class WhatTheSwitchAcceptsTest(parameterized.TestCase):
   @parameterized.named_parameters(
       ("int", lambda: 1, ["`opt`", "got 1 (type int)"]),
       ("keras_optimizer", lambda: tf.keras.optimizers.SGD(),
-       ["refuses this Keras optimizer too", "set_global_policy"]),
+       ["refuses this optimizer too", "registered", "set_global_policy"]),
       ("keras_already_wrapped",
        lambda: tf.keras.mixed_precision.LossScaleOptimizer(
            tf.keras.optimizers.SGD()), ["already", "opt.inner_optimizer"]),

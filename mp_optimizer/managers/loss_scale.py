@@ -265,6 +265,10 @@ def get(identifier: Any) -> base.LossScaleManager:
   """
   if isinstance(identifier, base.LossScaleManager):
     return identifier
+  if identifier is None:  # TF's own words first, then what to pass.
+    raise ValueError(f"loss_scale cannot be None: `loss_scale` must be "
+                     f"{_ACCEPTED}. Pass 'dynamic' for TensorFlow's default "
+                     "dynamic scale.")
   if isinstance(identifier, str):
     if identifier == "dynamic":
       return DynamicLossScale()
