@@ -39,7 +39,15 @@ demo: $(VENV)/tf$(NEWEST)/.ready
 bert-demo: $(VENV)/tf$(NEWEST)/.ready
 	$(VENV)/tf$(NEWEST)/bin/python -m examples.bert_pretraining
 
-test: test-package test-$(NEWEST) test-$(OLDEST)
+# Runs every part even when one fails, and fails at the end if any did, so
+# a red TensorFlow version never hides the other.
+test:
+	@failed=""; \
+	for part in test-package test-$(NEWEST) test-$(OLDEST); do \
+	  $(MAKE) --no-print-directory $$part || failed="$$failed $$part"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make test: failed:$$failed"; exit 1; fi; \
+	echo "make test: test-package, test-$(NEWEST) and test-$(OLDEST) passed"
 
 # Builds the sdist, then the wheel from that sdist, installs the wheel (not
 # editable) into its own venv and tests it from an empty directory, so a file
@@ -58,7 +66,7 @@ test-package: $(VENV)/package/.ready
 	    >build.log 2>&1 || { cat build.log; exit 1; }
 	$(VENV)/package/bin/python -m pip install --quiet --disable-pip-version-check \
 	    --no-deps --force-reinstall dist/*.whl
-	tmp=$$(mktemp -d) && \
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	    cp tests/package/installed_package_check.py $$tmp/test_installed_package.py && \
 	    cd $$tmp && $(CURDIR)/$(VENV)/package/bin/python -m pytest -q \
 	    -p no:cacheprovider test_installed_package.py && \
@@ -66,8 +74,11 @@ test-package: $(VENV)/package/.ready
 	    $(CURDIR)/$(VENV)/package/bin/python -m pytest -q -p no:cacheprovider \
 	    --collect-only tests >collect.log && tail -n 1 collect.log
 
+# Temporary files (pytest's and absltest's) go to a folder removed after.
 test-%: $(VENV)/tf%/.ready
-	$(VENV)/tf$*/bin/python -m pytest tests -q -p no:cacheprovider $(PYTEST_ARGS)
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	    TMPDIR=$$tmp $(VENV)/tf$*/bin/python -m pytest tests -q \
+	    -p no:cacheprovider $(PYTEST_ARGS)
 
 # Horovod has no wheels: it compiles against the installed TensorFlow (it
 # does not build against TF 2.21), so it gets its own TF 2.15 environment.

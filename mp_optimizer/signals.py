@@ -11,9 +11,12 @@ reports under its name (`optimizer_names()`), and every reader takes
   applied. Fetch it in the same `sess.run` as the train op.
 * `skipped_steps()`: scalar int64, steps skipped since the session started,
   the total over every optimizer unless `optimizer=` names one.
-  It is a LOCAL variable, not a GLOBAL one: checkpoints written before it
-  existed (contrib's, TF's) restore with a plain Saver, and it is not saved.
-  `global_step` already counts the applied steps across restarts. Like
+  Its variable is in no collection: a plain Saver neither saves nor expects
+  it (checkpoints written before it existed, contrib's and TF's, restore),
+  and no initializer resets it. It lives where the step's variables live:
+  under a parameter server, like `global_step`, so every worker reads the
+  cluster's count (a SyncReplicasOptimizer's skipped rounds). `global_step`
+  already counts the applied steps across restarts. Like
   `global_step`, when fetched in the same `sess.run` as the train op it may
   show the count before or after that step.
 * `loss_scale()`: the scale the step used.
@@ -56,7 +59,7 @@ _COUNTERS = weakref.WeakKeyDictionary()  # optimizer -> its SkipCounter
 
 
 class SkipCounter:
-  """The LOCAL int64 `skipped_steps` variable of one optimizer, per graph.
+  """The int64 `skipped_steps` variable of one optimizer, per graph.
 
   Only a skipped step touches it (from the untaken side of the step's gate),
   so a finite step pays nothing for the count. The increment holds the

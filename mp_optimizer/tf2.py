@@ -169,7 +169,8 @@ def _check_keras_arguments(opt: Any, loss_scale: Any) -> None:
         if hasattr(opt, "apply_gradients") else "")
     raise _arguments.ArgumentTypeError(
         "`opt` must be a tf.compat.v1.train.Optimizer or a Keras optimizer "
-        "that TensorFlow's graph rewrite wraps (OptimizerV2), got "
+        "that TensorFlow's graph rewrite wraps (an OptimizerV2: "
+        "tf.keras.optimizers.legacy, up to TensorFlow 2.15), got "
         f"{opt!r} (type {type(opt).__name__})." + keras_hint)
   if isinstance(loss_scale, managers.LossScaleManager):
     raise ValueError(

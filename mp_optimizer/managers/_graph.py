@@ -65,13 +65,12 @@ def deferred_state() -> Iterator[None]:
 
 
 def read_or_zero(variable: tf.Variable) -> tf.Tensor:
-  """Reads a LOCAL counter, or 0 if nothing ever initialized it.
+  """Reads an uncollected counter, or 0 if nothing initialized it yet.
 
-  LOCAL counters stay out of checkpoints so old checkpoints restore, but a
-  program that runs only `global_variables_initializer()` (or only
-  `Saver.restore`) never initializes them. Reading through this guard and then
-  assigning (which needs no initialization) keeps such programs working.
-  Build it only where it runs rarely (it adds a small `tf.cond`).
+  Counters that are not checkpointed sit in no collection (see
+  `VariableSpec`), so no initializer ever runs them: the first write
+  (an assign, which needs no initialization) does. Build this only where it
+  runs rarely (it adds a small `tf.cond`).
   """
   return tf.cond(tf.compat.v1.is_variable_initialized(variable),
                  variable.read_value,
@@ -89,9 +88,11 @@ class VariableSpec:
     dtype: The variable's dtype.
     initial_value: Python number it starts from.
     checkpointed: True puts it in GLOBAL_VARIABLES (saved by a default Saver);
-      False puts it in LOCAL_VARIABLES, so checkpoints written before it
-      existed still restore with a plain Saver; read such a counter with
-      `read_or_zero`.
+      False puts it in no collection: a plain Saver neither saves it nor
+      expects it (checkpoints written before it existed restore), and no
+      initializer resets it, not even another worker's
+      `local_variables_initializer()` when it lives on a parameter server.
+      It starts at its first write; read it with `read_or_zero`.
   """
   name: str
   dtype: tf.DType
@@ -201,18 +202,18 @@ class PerGraphVariables:
       for spec in self._specs:
         if spec.name in made:
           continue
-        collection = (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES if spec.checkpointed
-                      else tf.compat.v1.GraphKeys.LOCAL_VARIABLES)
-        made[spec.name] = tf.compat.v1.Variable(
-            initial_value=spec.initial_value,
-            name=spec.name,
-            dtype=spec.dtype,
-            trainable=False,
-            use_resource=True,
-            collections=[collection],
-            synchronization=tf.VariableSynchronization.ON_WRITE,
-            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        collections = ([tf.compat.v1.GraphKeys.GLOBAL_VARIABLES]
+                       if spec.checkpointed else [])
+        made[spec.name] = _variable(spec, collections)
     self._by_graph[graph] = made
     for spec in self._specs:
       if spec.checkpointed:
         _tracking.track(self._owner, made[spec.name], spec.name)
+
+
+def _variable(spec: VariableSpec, collections: list) -> tf.Variable:
+  return tf.compat.v1.Variable(
+      initial_value=spec.initial_value, name=spec.name, dtype=spec.dtype,
+      trainable=False, use_resource=True, collections=collections,
+      synchronization=tf.VariableSynchronization.ON_WRITE,
+      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)

@@ -100,8 +100,9 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
       number N up to 2**63 - 1: after N non-finite steps in a row at
       `min_loss_scale` (the scale those steps used), the step fails with
       `tf.errors.InvalidArgumentError` saying what to look for, instead of
-      skipping steps forever. Counted in a LOCAL variable
-      `nonfinite_steps_at_min_scale` (not checkpointed).
+      skipping steps forever. Counted in a variable
+      `nonfinite_steps_at_min_scale` that is in no collection (not
+      checkpointed, never reset by an initializer).
 
   Raises:
     TypeError: If a number is not a Python/NumPy int or float (bools

@@ -9,8 +9,8 @@ import tensorflow as tf
 
 from mp_optimizer.managers import _graph
 
-# The LOCAL (not checkpointed) int64 counter of non-finite steps in a row at
-# the minimum scale.
+# The int64 counter of non-finite steps in a row at the minimum scale: in no
+# collection, so not checkpointed and never reset by an initializer.
 STREAK = "nonfinite_steps_at_min_scale"
 
 
