@@ -102,12 +102,15 @@ def _percent(value: Optional[float]) -> str:
   return f"{value:.2f}%"
 
 
-def _scale(row: dict) -> str:
-  if not row["dynamic"]:
-    return "1 (fixed)"
-  exponent = math.log2(row["scale"])
+def power_of_two(value: float) -> str:
+  """`value` as a power of two: '2^-30', '2^48.71'."""
+  exponent = math.log2(value)
   return (f"2^{exponent:.0f}" if exponent == round(exponent)
           else f"2^{exponent:.2f}")
+
+
+def _scale(row: dict) -> str:
+  return power_of_two(row["scale"]) if row["dynamic"] else "1 (fixed)"
 
 
 def table(results: dict) -> List[str]:
@@ -131,31 +134,46 @@ def markdown(results: dict) -> str:
       "",
       f"Measured by `python examples/digits_demo.py` ({results['steps']} "
       f"steps of {results['batch_size']} images): TensorFlow "
-      f"{results['tensorflow']}, {results['machine']}, {setting}; wall time "
-      f"{results['wall_time']:.0f} s. {verdict(results)[1]}"]) + "\n"
+      f"{results['tensorflow']}, {results['machine']}, {setting}; the three "
+      f"runs took {results['wall_time']:.0f} s. {verdict(results)[1]}"]) + "\n"
 
 
-def update_readme(path: str, results: dict) -> None:
-  """Replaces the text between `BEGIN` and `END` in `path` with `markdown`.
+def _split_readme(path: str) -> Tuple[str, str, str]:
+  """Returns the text before `BEGIN`, between the marker lines, after `END`.
 
   Raises:
-    ValueError: If the file does not hold each marker exactly once, in order.
+    ValueError: If the file does not hold each marker once, on its own line,
+      `BEGIN` first.
   """
   text = pathlib.Path(path).read_text(encoding="utf-8")
-  if (text.count(BEGIN), text.count(END)) != (1, 1) or (
-      text.index(BEGIN) > text.index(END)):
+  found = re.fullmatch(
+      rf"(.*?^){re.escape(BEGIN)}\n(.*?)^{re.escape(END)}$(.*)", text,
+      re.S | re.M)
+  if not found or text.count(BEGIN) != 1 or text.count(END) != 1:
     raise ValueError(f"{path} must hold the line {BEGIN!r} and, after it, the "
                      f"line {END!r}, once each")
-  head, rest = text.split(BEGIN)
-  tail = rest.split(END)[1]
-  pathlib.Path(path).write_text(
-      f"{head}{BEGIN}\n{markdown(results)}{END}{tail}", encoding="utf-8")
+  return found.group(1), found.group(2), found.group(3)
 
 
 def readme_block(path: str) -> str:
-  """The text between the markers of `path` (without the marker lines)."""
-  text = pathlib.Path(path).read_text(encoding="utf-8")
-  return text.split(BEGIN + "\n", 1)[1].split(END, 1)[0]
+  """The text between the marker lines of `path`.
+
+  Raises:
+    ValueError: As `update_readme`.
+  """
+  return _split_readme(path)[1]
+
+
+def update_readme(path: str, results: dict) -> None:
+  """Replaces the text between the marker lines of `path` with `markdown`.
+
+  Raises:
+    ValueError: If the file does not hold each marker once, on its own line,
+      `BEGIN` first.
+  """
+  head, _, tail = _split_readme(path)
+  pathlib.Path(path).write_text(
+      f"{head}{BEGIN}\n{markdown(results)}{END}{tail}", encoding="utf-8")
 
 
 def png_results(path: str) -> dict:

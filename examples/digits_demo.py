@@ -152,6 +152,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     if not 0 < getattr(args, flag) < float("inf"):
       parser.error(f"--{flag} must be positive, got {getattr(args, flag)}")
   args.png = args.png or os.path.join(args.logdir, "digits_demo.png")
+  if args.readme:  # Before training, not after.
+    try:
+      demo_report.readme_block(args.readme)
+    except (OSError, ValueError) as error:
+      parser.error(f"--readme: {error}")
   return args
 
 
@@ -186,7 +191,7 @@ def main(argv: Optional[List[str]] = None) -> int:
   print(f"digits: {len(data[0])} train / {len(data[1])} test images; "
         f"{args.depth}x{args.width} ReLU MLP, Adam, {args.steps} steps of "
         f"{batch_size} images, each image's cross-entropy weighted "
-        f"{args.example_weight:g}")
+        f"{demo_report.power_of_two(args.example_weight)}")
   start, histories, rows = time.time(), {}, []
   for name, dtype, scaled in RUNS:
     histories[name], row = train(name, dtype, scaled, data, args)
@@ -205,9 +210,8 @@ def main(argv: Optional[List[str]] = None) -> int:
   report(args, results)
   shown, sentence = demo_report.verdict(results)
   if not shown:
-    print(f"\n{sentence} The demo does not show what it is meant to "
-          "show; see the table above." +
-          (" README left unchanged." if args.readme else ""), file=sys.stderr)
+    print(f"\n{sentence}" + (" README left unchanged." if args.readme else ""),
+          file=sys.stderr)
     return 1
   if args.readme:
     demo_report.update_readme(args.readme, results)
