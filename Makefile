@@ -2,7 +2,10 @@
 # a machine needs only python3 (3.11), pip and make.
 #
 #   make demo    fp32 vs fp16 vs fp16 + loss scaling on scikit-learn's digits:
-#                table, runs/digits/digits_demo.png, TensorBoard runs
+#                table, verdict, runs/digits/digits_demo.png, TensorBoard runs;
+#                exits 1 if the run does not show the effect
+#   make demo-readme  the same, drawing docs/digits_demo.png and writing its
+#                table into README.md
 #   make bert-demo  BERT-style fp16 pre-training: clipping + accumulation
 #   make test    the installed-wheel check, then the test suite on
 #                TensorFlow 2.21 and on TensorFlow 2.15
@@ -19,7 +22,7 @@ PYTEST_ARGS ?=
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo bert-demo test test-package test-horovod bench bench-codemod soak venvs clean
+.PHONY: demo demo-readme bert-demo test test-package test-horovod bench bench-codemod soak venvs clean
 
 # .venv/tf2.21/.ready: a venv with the pinned requirements and this project.
 $(VENV)/tf%/.ready: requirements/tf%.txt setup.py
@@ -35,6 +38,10 @@ venvs: $(VENV)/tf$(NEWEST)/.ready $(VENV)/tf$(OLDEST)/.ready
 
 demo: $(VENV)/tf$(NEWEST)/.ready
 	$(VENV)/tf$(NEWEST)/bin/python examples/digits_demo.py
+
+demo-readme: $(VENV)/tf$(NEWEST)/.ready
+	$(VENV)/tf$(NEWEST)/bin/python examples/digits_demo.py \
+	    --png docs/digits_demo.png --readme README.md
 
 bert-demo: $(VENV)/tf$(NEWEST)/.ready
 	$(VENV)/tf$(NEWEST)/bin/python -m examples.bert_pretraining

@@ -1,4 +1,4 @@
-"""The digits demo's graph: a deep ReLU MLP trained in float32 or float16.
+"""The digits demo's graph: a ReLU MLP trained in float32 or float16.
 
 `build` makes one run's graph in the current default graph. Variables are
 float32 in every run; the forward and backward pass run in the run's dtype;
@@ -9,7 +9,16 @@ of 1 that applies every step (multiplying by 1 is exact, so this is plain
 training), the third with the dynamic scale. So all three graphs carry the
 same `mp_optimizer.add_summaries()` tags.
 
-Underflow diagnostic: the run's gradient of the cross-entropy (times the
+The loss weights each image's cross-entropy by `example_weight` (2**-30 by
+default), the weight one element has in a loss averaged over 2**30 elements.
+The gradient of a cross-entropy at its logits is softmax - one_hot, whose
+entries are all smaller than 1 in magnitude, so every entry of the float16
+gradient at the logits is below `example_weight`: with 2**-30 that is far
+below float16's smallest subnormal, 2**-24, and it rounds to exactly zero,
+whatever the CPU. Adam's step does not depend on the gradient's size (its
+epsilon is scaled by the same weight), so float32 trains as with weight 1.
+
+Underflow diagnostic: the run's gradient of the weighted loss (times the
 step's loss scale S) is compared with a float32 gradient at the same weights
 and batch, through the same active ReLU units. An entry that is exactly zero
 in the run but not in float32 underflowed.
@@ -21,10 +30,11 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-import managers
 import mp_optimizer
+from mp_optimizer import managers
 
 v1 = tf.compat.v1
+ADAM_EPSILON = 1e-8  # Adam's usual epsilon, for a loss of weight 1.
 
 
 def mlp(x: tf.Tensor, weights: List[Tuple[tf.Variable, tf.Variable]],
@@ -47,24 +57,35 @@ def mlp(x: tf.Tensor, weights: List[Tuple[tf.Variable, tf.Variable]],
   return tf.cast(h, tf.float32), active
 
 
-def make_weights(sizes: List[int], init_std: float, seed: int
+def make_weights(sizes: List[int], seed: int
                  ) -> List[Tuple[tf.Variable, tf.Variable]]:
-  """Float32 weights, N(0, init_std**2), and zero biases; same for every run."""
+  """Float32 weights, He-normal (std sqrt(2 / fan_in)), and zero biases.
+
+  The same numbers in every run: they come from numpy with a fixed seed.
+  """
   rng = np.random.RandomState(seed)
   return [(v1.get_variable(f"w{i}", initializer=(
-      init_std * rng.randn(n_in, n_out)).astype(np.float32)),
+      np.sqrt(2.0 / n_in) * rng.randn(n_in, n_out)).astype(np.float32)),
            v1.get_variable(f"b{i}", initializer=np.zeros(n_out, np.float32)))
           for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:]))]
 
 
-def _underflow_share(x, y, weights, cross_entropy, masks, scale):
+def weighted_loss(labels: tf.Tensor, logits: tf.Tensor,
+                  example_weight: float) -> Tuple[tf.Tensor, tf.Tensor]:
+  """Returns (the weighted sum of cross-entropies, their mean), float32."""
+  per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=labels, logits=logits)
+  return (example_weight * tf.reduce_sum(per_example),
+          tf.reduce_mean(per_example))
+
+
+def _underflow_share(x, y, weights, loss, masks, scale, example_weight):
   """Share of float32-non-zero gradient entries that are zero in the run."""
   variables = [v for pair in weights for v in pair]
-  grads = tf.gradients(cross_entropy * scale, variables)
+  grads = tf.gradients(loss * scale, variables)
   logits32 = mlp(x, weights, tf.float32, masks)[0]
-  grads32 = tf.gradients(
-      tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-          labels=y, logits=logits32)), variables)
+  grads32 = tf.gradients(weighted_loss(y, logits32, example_weight)[0],
+                         variables)
   lost = tf.add_n([tf.reduce_sum(tf.cast(
       tf.logical_and(tf.equal(g, 0.0), tf.not_equal(g32, 0.0)), tf.float32))
                    for g, g32 in zip(grads, grads32)])
@@ -80,44 +101,42 @@ def build(dtype: tf.DType, scaled: bool,
   Args:
     dtype: tf.float32 or tf.float16, the dtype of the forward/backward pass.
     scaled: True for dynamic loss scaling, False for a fixed scale of 1.
-    args: The demo's parsed flags (depth, width, init_std, learning_rate,
-      momentum, weight_decay, seed).
+    args: The demo's parsed flags (depth, width, learning_rate,
+      example_weight, init_loss_scale, incr_every_n_steps, seed).
 
   Returns:
     A dict of the placeholders, ops and tensors the training loop fetches.
   """
   x = v1.placeholder(tf.float32, [None, 64], name="x")
   y = v1.placeholder(tf.int64, [None], name="y")
-  weights = make_weights([64] + [args.width] * args.depth + [10],
-                         args.init_std, args.seed)
+  weights = make_weights([64] + [args.width] * args.depth + [10], args.seed)
   logits, masks = mlp(x, weights, dtype)
-  cross_entropy = tf.reduce_mean(
-      tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
-  # L2 weight decay in the loss, on the float32 weights (as TF's official
-  # ResNet models write it).
-  loss = cross_entropy + args.weight_decay * tf.add_n(
-      [tf.nn.l2_loss(w) for w, _ in weights])
+  loss, cross_entropy = weighted_loss(y, logits, args.example_weight)
   global_step = v1.train.get_or_create_global_step()
   manager = (managers.ExponentialUpdateLossScaleManager(
-      init_loss_scale=2**15, incr_every_n_steps=200) if scaled else
+      init_loss_scale=args.init_loss_scale,
+      incr_every_n_steps=args.incr_every_n_steps) if scaled else
              managers.FixedLossScaleManager(1, skip_nonfinite_steps=False))
   opt = mp_optimizer.LossScaleOptimizer(
-      v1.train.MomentumOptimizer(args.learning_rate, args.momentum), manager)
+      v1.train.AdamOptimizer(args.learning_rate,
+                             epsilon=ADAM_EPSILON * args.example_weight),
+      manager)
   train_op = opt.minimize(loss, global_step=global_step)
 
   scale = mp_optimizer.signals.loss_scale()
-  accuracy = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, 1), y),
-                                    tf.float32))
-  underflow = _underflow_share(x, y, weights, cross_entropy, masks, scale)
+  accuracy = 100.0 * tf.reduce_mean(
+      tf.cast(tf.equal(tf.argmax(logits, 1), y), tf.float32))
+  zeros = 100.0 * _underflow_share(x, y, weights, loss, masks, scale,
+                                   args.example_weight)
   # Fixed, absolute scopes in a fresh graph: the same tags in every run.
   step_summaries = [mp_optimizer.add_summaries()]
   with v1.name_scope("digits/"):
     step_summaries.append(v1.summary.scalar("train_loss", cross_entropy))
-    test_summary = v1.summary.scalar("test_accuracy", accuracy)
-    underflow_summary = v1.summary.scalar("underflow_share", underflow)
+    test_summary = v1.summary.scalar("test_accuracy_percent", accuracy)
+    zeros_summary = v1.summary.scalar("zero_gradient_entries_percent", zeros)
   return dict(x=x, y=y, train_op=train_op, loss=cross_entropy, scale=scale,
               applied=mp_optimizer.step_applied(),
               skipped=mp_optimizer.skipped_steps(), accuracy=accuracy,
-              underflow=underflow,
+              zeros=zeros,
               step_summaries=v1.summary.merge(step_summaries),
-              test_summary=test_summary, underflow_summary=underflow_summary)
+              test_summary=test_summary, zeros_summary=zeros_summary)

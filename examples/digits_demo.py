@@ -3,23 +3,27 @@
 Three runs of the same TF1-style graph (same data order, same initial
 weights; `examples/demo_model.py` builds it): variables are float32 in every
 run; the forward and backward pass run in float32, float16, or float16 with
-dynamic loss scaling through `mp_optimizer.LossScaleOptimizer`.
+dynamic loss scaling through `mp_optimizer.LossScaleOptimizer`. Each image's
+cross-entropy is weighted by 2**-30, so every unscaled float16 gradient entry
+is far below float16's smallest subnormal (2**-24) and becomes zero.
 
 Writes, each run into a fresh folder under `--logdir` (default runs/digits):
 * TensorBoard event files with the same tags in every run:
   `mp_optimizer/loss_scale`, `mp_optimizer/skipped_steps` (from
   `mp_optimizer.add_summaries()`), `digits/train_loss`,
-  `digits/test_accuracy` and `digits/underflow_share`;
-      .venv/tf2.21/bin/tensorboard --logdir runs/digits
-* `--png` (default runs/digits/digits_demo.png): loss curves, the loss scale
-  with skipped steps marked, test accuracy;
-* and prints a table at the end.
+  `digits/test_accuracy_percent` and `digits/zero_gradient_entries_percent`;
+* `--png` (default LOGDIR/digits_demo.png), titled with what was measured;
+* `LOGDIR/results.json`, and with `--readme README.md` the README's table;
+and prints the table, the verdict and a TensorBoard command. Exits with 1 if
+the run did not show the effect (see `demo_report.verdict`).
 
 Run with `make demo`, or: python examples/digits_demo.py --steps 300
 """
 
 import argparse
+import json
 import os
+import platform
 import shutil
 import sys
 import time
@@ -33,10 +37,12 @@ import tensorflow as tf
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import demo_model  # pylint: disable=wrong-import-position
 import demo_plot  # pylint: disable=wrong-import-position
+import demo_report  # pylint: disable=wrong-import-position
 
 v1 = tf.compat.v1
 RUNS = (("fp32", tf.float32, False), ("fp16", tf.float16, False),
         ("fp16 + loss scaling", tf.float16, True))
+ENVIRONMENT = ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA")
 
 
 def folder(name: str) -> str:
@@ -52,12 +58,30 @@ def load_data() -> list:
       stratify=y)
 
 
+def evaluate(sess: v1.Session, t: dict, step: int, data: list,
+             history: dict, writer: v1.summary.FileWriter) -> None:
+  """Records test accuracy and zero float16 gradient entries at `step`."""
+  x_train, x_test, y_train, y_test = data
+  accuracy, summary = sess.run([t["accuracy"], t["test_summary"]],
+                               {t["x"]: x_test, t["y"]: y_test})
+  writer.add_summary(summary, step)
+  zeros, summary = sess.run([t["zeros"], t["zeros_summary"]],
+                            {t["x"]: x_train, t["y"]: y_train})
+  writer.add_summary(summary, step)
+  history["eval_steps"].append(step)
+  history["accuracy"].append(float(accuracy))
+  history["zeros"].append(float(zeros))
+
+
 def train(name: str, dtype: tf.DType, scaled: bool, data: list,
           args: argparse.Namespace) -> Tuple[dict, dict]:
-  """Trains one run in its own graph; returns its history and table row."""
-  x_train, x_test, y_train, y_test = data
+  """Trains one run in its own graph; returns its history and table row.
+
+  Evaluates before the first step and every `eval_every` steps.
+  """
+  x_train, y_train = data[0], data[2]
   history = dict(loss=[], scale=[], skipped=[], eval_steps=[], accuracy=[],
-                 underflow=[])
+                 zeros=[])
   with tf.Graph().as_default() as graph:
     t = demo_model.build(dtype, scaled, args)
     writer = v1.summary.FileWriter(os.path.join(args.logdir, folder(name)),
@@ -65,13 +89,12 @@ def train(name: str, dtype: tf.DType, scaled: bool, data: list,
     if args.batch_size:
       batches = np.random.RandomState(args.seed).randint(
           0, len(x_train), size=(args.steps, args.batch_size))
-    else:  # Full batch: the mean loss over all 1437 training images.
+    else:  # Full batch: all 1437 training images every step.
       batches = [np.arange(len(x_train))] * args.steps
-    train_feed = {t["x"]: x_train, t["y"]: y_train}
-    test_feed = {t["x"]: x_test, t["y"]: y_test}
     with v1.Session(graph=graph) as sess:
       sess.run([v1.global_variables_initializer(),
                 v1.local_variables_initializer()])
+      evaluate(sess, t, 0, data, history, writer)
       for step, batch in enumerate(batches, start=1):
         _, loss, scale, applied, summary = sess.run(
             [t["train_op"], t["loss"], t["scale"], t["applied"],
@@ -83,97 +106,118 @@ def train(name: str, dtype: tf.DType, scaled: bool, data: list,
         if not applied:
           history["skipped"].append(step)
         if step % args.eval_every == 0 or step == args.steps:
-          accuracy, summary = sess.run([t["accuracy"], t["test_summary"]],
-                                       test_feed)
-          writer.add_summary(summary, step)
-          underflow, summary = sess.run(
-              [t["underflow"], t["underflow_summary"]], train_feed)
-          writer.add_summary(summary, step)
-          history["eval_steps"].append(step)
-          history["accuracy"].append(float(accuracy))
-          history["underflow"].append(float(underflow))
-          print(f"  [{name:>19}] step {step:5d}  loss {loss:.4f}  test acc "
-                f"{accuracy:6.2%}  loss scale {scale:8.0f}  underflowed "
-                f"gradient entries {underflow:6.2%}", flush=True)
+          evaluate(sess, t, step, data, history, writer)
+          print(f"  [{name:>19}] step {step:5d}  loss {loss:.4f}  test "
+                f"accuracy {history['accuracy'][-1]:6.2f}%  loss scale "
+                f"{scale:9.3g}  gradient entries zero in float16 "
+                f"{history['zeros'][-1]:6.2f}%", flush=True)
       skipped = int(sess.run(t["skipped"]))
     writer.close()
   row = dict(name=name, accuracy=history["accuracy"][-1],
              loss=float(np.mean(history["loss"][-args.eval_every:])),
-             skipped=skipped, scale=history["scale"][-1],
-             underflow=float(np.mean(history["underflow"])))
+             skipped=skipped, scale=history["scale"][-1], dynamic=scaled,
+             zeros=(float(np.mean(history["zeros"]))
+                    if dtype == tf.float16 else None))
   return history, row
-
-
-def print_table(rows: List[dict]) -> None:
-  """Prints the end-of-run table (Markdown)."""
-  print("| run                 | test accuracy | final training loss "
-        "| skipped steps | final loss scale | underflowed gradient entries |")
-  print("|---------------------|---------------|---------------------"
-        "|---------------|------------------|------------------------------|")
-  for r in rows:
-    scale = f"{r['scale']:.0f}" if r["name"].endswith("scaling") else "1"
-    print(f"| {r['name']:<19} | {r['accuracy']:>13.2%} | {r['loss']:>19.4f} "
-          f"| {r['skipped']:>13d} | {scale:>16} | {r['underflow']:>28.2%} |")
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
   """The demo's flags; `--steps` shortens it (the test uses a few steps)."""
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--steps", type=int, default=1500)
-  parser.add_argument("--batch_size", type=int, default=0,
-                      help="0 (default): every step uses the whole training set")
-  parser.add_argument("--depth", type=int, default=4, help="hidden layers")
+  parser.add_argument("--steps", type=int, default=2000)
+  parser.add_argument("--batch_size", type=int, default=128,
+                      help="0: every step uses the whole training set")
+  parser.add_argument("--depth", type=int, default=2, help="hidden layers")
   parser.add_argument("--width", type=int, default=128)
-  parser.add_argument("--init_std", type=float, default=0.02)
-  parser.add_argument("--learning_rate", type=float, default=0.1)
-  parser.add_argument("--momentum", type=float, default=0.9)
-  parser.add_argument("--weight_decay", type=float, default=5e-4)
+  parser.add_argument("--learning_rate", type=float, default=1e-3,
+                      help="Adam's learning rate")
+  parser.add_argument("--example_weight", type=float, default=2.0**-30,
+                      help="the weight of each image's cross-entropy")
+  parser.add_argument("--init_loss_scale", type=float, default=2.0**32)
+  parser.add_argument("--incr_every_n_steps", type=int, default=100)
   parser.add_argument("--eval_every", type=int, default=50)
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--logdir", default=os.path.join("runs", "digits"))
   parser.add_argument("--png", default=None,
                       help="default: LOGDIR/digits_demo.png")
+  parser.add_argument("--readme", default=None,
+                      help="a README whose marked results block to rewrite")
   args = parser.parse_args(argv)
-  for flag in ("steps", "depth", "width", "eval_every"):
+  for flag in ("steps", "depth", "width", "eval_every", "incr_every_n_steps"):
     if getattr(args, flag) < 1:
       parser.error(f"--{flag} must be >= 1, got {getattr(args, flag)}")
   if args.batch_size < 0:
     parser.error(f"--batch_size must be >= 0, got {args.batch_size}")
+  for flag in ("learning_rate", "example_weight", "init_loss_scale"):
+    if not 0 < getattr(args, flag) < float("inf"):
+      parser.error(f"--{flag} must be positive, got {getattr(args, flag)}")
   args.png = args.png or os.path.join(args.logdir, "digits_demo.png")
+  if args.readme:  # Before training, not after.
+    try:
+      demo_report.readme_block(args.readme)
+    except (OSError, ValueError) as error:
+      parser.error(f"--readme: {error}")
   return args
 
 
-def main(argv: Optional[List[str]] = None) -> None:
-  """Runs the three trainings, draws the PNG, prints the table."""
+def report(args: argparse.Namespace, results: dict) -> None:
+  """Prints the table, what its columns mean, the verdict and where to look."""
+  print()
+  print("\n".join(demo_report.table(results)))
+  print("\nGradient entries zero in float16: mean over the evaluations of the "
+        "share of the float32\ngradient's non-zero entries (same weights, same "
+        "images, same active ReLU units)\nthat were exactly zero in the run's "
+        "float16 gradient.")
+  print(f"\n{demo_report.verdict(results)[1]}")
+  print(f"\nThe three runs took {results['wall_time']:.0f} s. Picture: "
+        f"{args.png}")
+  command = demo_report.tensorboard_command(args.logdir)
+  print(f"TensorBoard: {command}" if command else
+        "TensorBoard is not installed here: pip install tensorboard")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+  """Runs the three trainings, draws the PNG, prints the table and verdict.
+
+  Returns:
+    0 if the run showed the effect, else 1.
+  """
   args = parse_args(argv)
   tf.config.experimental.enable_op_determinism()
   data = load_data()
   for name, _, _ in RUNS:  # A fresh folder per run: no stale event files.
     shutil.rmtree(os.path.join(args.logdir, folder(name)), ignore_errors=True)
+  batch_size = args.batch_size or len(data[0])
   print(f"digits: {len(data[0])} train / {len(data[1])} test images; "
-        f"{args.depth}x{args.width} ReLU MLP (init std {args.init_std}), "
-        f"momentum SGD, weight decay {args.weight_decay}, {args.steps} steps "
-        f"of {args.batch_size or len(data[0])} images")
-  start_all, histories, rows = time.time(), {}, []
+        f"{args.depth}x{args.width} ReLU MLP, Adam, {args.steps} steps of "
+        f"{batch_size} images, each image's cross-entropy weighted "
+        f"{demo_report.power_of_two(args.example_weight)}")
+  start, histories, rows = time.time(), {}, []
   for name, dtype, scaled in RUNS:
-    start = time.time()
     histories[name], row = train(name, dtype, scaled, data, args)
     rows.append(row)
-    print(f"  [{name:>19}] done in {time.time() - start:.0f}s", flush=True)
+  results = dict(
+      rows=rows, steps=args.steps, batch_size=batch_size,
+      tensorflow=tf.__version__, wall_time=time.time() - start,
+      machine=f"{demo_report.cpu()}, Python {platform.python_version()}",
+      environment={key: os.environ.get(key) for key in ENVIRONMENT})
   os.makedirs(os.path.dirname(os.path.abspath(args.png)), exist_ok=True)
-  demo_plot.plot_runs(
-      histories, args.png,
-      f"scikit-learn digits, {args.depth}x{args.width} ReLU MLP: "
-      "float16 without loss scaling falls behind; with dynamic loss scaling "
-      "it tracks float32")
-  print()
-  print_table(rows)
-  print(f"\nUnderflowed gradient entries: mean over the evaluations of the "
-        "share of the float32 gradient's\nnon-zero entries that came out "
-        "exactly zero in the run.")
-  print(f"\nWall time {time.time() - start_all:.0f}s. Picture: {args.png}")
-  print(f"TensorBoard: tensorboard --logdir {args.logdir}")
+  demo_plot.plot_runs(histories, args.png, demo_report.title(results),
+                      {demo_report.PNG_KEY: json.dumps(results)})
+  with open(os.path.join(args.logdir, "results.json"), "w",
+            encoding="utf-8") as out:
+    json.dump(results, out, indent=1)
+  report(args, results)
+  shown, sentence = demo_report.verdict(results)
+  if not shown:
+    print(f"\n{sentence}" + (" README left unchanged." if args.readme else ""),
+          file=sys.stderr)
+    return 1
+  if args.readme:
+    demo_report.update_readme(args.readme, results)
+    print(f"Wrote the table into {args.readme}.")
+  return 0
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())

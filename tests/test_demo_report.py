@@ -1,0 +1,132 @@
+"""The digits demo's verdict, and the README table it wrote.
+
+The verdict's thresholds are the demo's promise: unscaled float16 more than
+5 points below float32, scaled float16 no more than 1 point below it. The
+README's results block must be exactly what `demo_report.markdown` makes of
+the results stored in `docs/digits_demo.png`, so the table, its sentence and
+the picture come from one run of the full demo.
+"""
+
+import os
+import pathlib
+import sys
+
+from absl.testing import absltest
+from absl.testing import parameterized
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+import demo_report  # pylint: disable=wrong-import-position
+
+PNG = ROOT / "docs" / "digits_demo.png"
+README = ROOT / "README.md"
+
+
+def results(fp32, fp16, scaled):
+  """Results of a run with the given test accuracies (%)."""
+  row = dict(loss=0.01, skipped=0, scale=1.0, dynamic=False, zeros=None)
+  return dict(
+      rows=[dict(row, name="fp32", accuracy=fp32),
+            dict(row, name="fp16", accuracy=fp16, zeros=100.0),
+            dict(row, name="fp16 + loss scaling", accuracy=scaled,
+                 skipped=3, scale=2.0**40, dynamic=True, zeros=0.001)],
+      steps=2000, batch_size=128, tensorflow="2.x", wall_time=12.3,
+      machine="a CPU", environment={"TF_ENABLE_ONEDNN_OPTS": "0",
+                                    "ONEDNN_MAX_CPU_ISA": None})
+
+
+class VerdictTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("story", 98.0, 10.0, 98.0, True),
+      ("scaled_above_fp32", 97.0, 10.0, 98.0, True),
+      ("unscaled_just_more_than_5_below", 98.0, 92.75, 98.0, True),
+      ("unscaled_5_below", 98.0, 93.0, 98.0, False),
+      ("unscaled_above", 90.0, 95.0, 90.0, False),
+      ("scaled_1_below", 98.0, 10.0, 97.0, True),
+      ("scaled_more_than_1_below", 98.0, 10.0, 96.75, False),
+  )
+  def test_thresholds(self, fp32, fp16, scaled, shown):
+    run = results(fp32, fp16, scaled)
+    self.assertEqual(demo_report.verdict(run)[0], shown)
+    self.assertEqual(not demo_report.problems(run), shown)
+    first_line = demo_report.title(run).splitlines()[0]
+    self.assertEqual(first_line.startswith("The demo's effect did not show"),
+                     not shown)
+
+  def test_sentences_quote_the_numbers(self):
+    shown = demo_report.verdict(results(97.5, 11.25, 96.75))[1]
+    for text in ("11.25%", "97.50%", "96.75%", "86.25 points",
+                 "100.00% of its gradient entries"):
+      self.assertIn(text, shown)
+    not_shown = demo_report.verdict(results(97.5, 95.0, 90.0))[1]
+    self.assertIn("reached 95.00%, within 5 points of float32's 97.50%",
+                  not_shown)
+    self.assertIn("reached 90.00%, more than 1 point below", not_shown)
+
+  def test_a_row_is_missing(self):
+    run = results(98.0, 10.0, 98.0)
+    del run["rows"][1]
+    with self.assertRaisesRegex(ValueError, "no row for fp16"):
+      demo_report.verdict(run)
+
+  def test_table_units_and_scale(self):
+    lines = demo_report.table(results(98.0, 10.0, 98.0))
+    self.assertEqual(lines[2], "| fp32 | 98.00% | 0.0100 | n/a (no float16) "
+                     "| 0 | 1 (fixed) |")
+    self.assertEqual(lines[4], "| fp16 + loss scaling | 98.00% | 0.0100 | "
+                     "<0.01% | 3 | 2^40 |")
+
+
+class ReadmeBlockTest(parameterized.TestCase):
+
+  def test_update_readme_replaces_only_the_block(self):
+    path = os.path.join(self.create_tempdir().full_path, "README.md")
+    pathlib.Path(path).write_text(
+        f"before\n{demo_report.BEGIN}\nold\n{demo_report.END}\nafter\n",
+        encoding="utf-8")
+    run = results(98.0, 10.0, 98.0)
+    demo_report.update_readme(path, run)
+    self.assertEqual(pathlib.Path(path).read_text(encoding="utf-8"),
+                     f"before\n{demo_report.BEGIN}\n"
+                     f"{demo_report.markdown(run)}{demo_report.END}\nafter\n")
+    self.assertEqual(demo_report.readme_block(path), demo_report.markdown(run))
+
+  def test_update_readme_fills_an_empty_block(self):
+    path = os.path.join(self.create_tempdir().full_path, "README.md")
+    pathlib.Path(path).write_text(
+        f"{demo_report.BEGIN}\n{demo_report.END}\n", encoding="utf-8")
+    run = results(98.0, 10.0, 98.0)
+    demo_report.update_readme(path, run)
+    self.assertEqual(demo_report.readme_block(path), demo_report.markdown(run))
+
+  @parameterized.parameters(
+      "no markers\n",
+      f"{demo_report.END}\n{demo_report.BEGIN}\n",  # Wrong order.
+      f"text {demo_report.BEGIN}\n{demo_report.END}\n",  # Not on its own line.
+      f"{demo_report.BEGIN}\n{demo_report.END}\n{demo_report.END}\n",
+  )
+  def test_update_readme_refuses_bad_markers(self, text):
+    path = os.path.join(self.create_tempdir().full_path, "README.md")
+    pathlib.Path(path).write_text(text, encoding="utf-8")
+    with self.assertRaisesRegex(ValueError, "must hold the line"):
+      demo_report.update_readme(path, results(98.0, 10.0, 98.0))
+    self.assertEqual(pathlib.Path(path).read_text(encoding="utf-8"), text)
+
+  def test_readme_table_is_the_committed_pictures_run(self):
+    run = demo_report.png_results(str(PNG))
+    self.assertEqual(demo_report.readme_block(str(README)),
+                     demo_report.markdown(run))
+    self.assertTrue(demo_report.verdict(run)[0], demo_report.verdict(run)[1])
+    self.assertEqual(run["steps"], 2000)  # The full demo, not a shortened one.
+
+  def test_tensorboard_command(self):
+    command = demo_report.tensorboard_command("runs/digits")
+    if command is None:
+      self.skipTest("no TensorBoard in this environment")
+    self.assertTrue(command.endswith(
+        "--logdir " + os.path.abspath("runs/digits")), command)
+
+
+if __name__ == "__main__":
+  absltest.main()
