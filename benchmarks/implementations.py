@@ -9,7 +9,7 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
-import managers
+from mp_optimizer import managers
 import mp_optimizer
 
 v1 = tf.compat.v1

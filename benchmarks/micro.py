@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Tuple
 import numpy as np
 import tensorflow as tf
 
-import managers
+from mp_optimizer import managers
 from benchmarks import timing
 from benchmarks import variants
 

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import tensorflow as tf  # After the sys.path line above, as all below.
 
-import managers
+from mp_optimizer import managers
 import mp_optimizer
 from benchmarks import implementations as impls
 from benchmarks import shapes

@@ -13,7 +13,7 @@ from typing import Callable, ContextManager, Iterator, List, Optional, Tuple
 
 import tensorflow as tf
 
-import managers
+from mp_optimizer import managers
 from mp_optimizer.managers import finite
 import mp_optimizer
 from mp_optimizer import gating

@@ -18,7 +18,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-import managers
+from mp_optimizer import managers
 import mp_optimizer
 from examples import adamw
 

@@ -15,7 +15,7 @@ import numpy as np
 from sklearn import datasets
 import tensorflow as tf
 
-import managers
+from mp_optimizer import managers
 import mp_optimizer
 
 v1 = tf.compat.v1

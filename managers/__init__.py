@@ -1,19 +1,37 @@
-"""Loss-scale managers: the public top-level name for `mp_optimizer.managers`.
+"""Loss-scale managers: what the loss scale is, and how it changes.
 
-`import managers` and `from mp_optimizer import managers` give the same
-classes. The library itself imports only `mp_optimizer.managers`, so a user's
-own folder named `managers` next to a script cannot break it; such code can
-keep working by importing `from mp_optimizer import managers`.
+Two surfaces over one implementation of each policy:
+
+* contrib's: `LossScaleManager`, `FixedLossScaleManager`,
+  `ExponentialUpdateLossScaleManager` (`get_loss_scale`, `update_loss_scale`);
+* TF2's: `LossScale`, `FixedLossScale`, `DynamicLossScale` (`__call__`,
+  `update`, `get_config`), and `get` to convert what TF's optimizer accepts;
+* the finite check both use: `all_finite`, `all_finite_in_sync`.
+
+The code lives in the repository's top-level `managers/` folder and is
+installed as `mp_optimizer.managers`: import it as
+`from mp_optimizer import managers`. It imports only
+`mp_optimizer._internal`, never the optimizer.
 """
 
-from mp_optimizer.managers import DynamicLossScale
-from mp_optimizer.managers import ExponentialUpdateLossScaleManager
-from mp_optimizer.managers import FixedLossScale
-from mp_optimizer.managers import FixedLossScaleManager
-from mp_optimizer.managers import LossScale
-from mp_optimizer.managers import LossScaleManager
-from mp_optimizer.managers import __all__
-from mp_optimizer.managers import __version__
-from mp_optimizer.managers import all_finite
-from mp_optimizer.managers import all_finite_in_sync
-from mp_optimizer.managers import get
+from mp_optimizer.managers.base import LossScaleManager
+from mp_optimizer.managers.exponential import ExponentialUpdateLossScaleManager
+from mp_optimizer.managers.finite import all_finite
+from mp_optimizer.managers.finite import all_finite_in_sync
+from mp_optimizer.managers.fixed import FixedLossScaleManager
+from mp_optimizer.managers.loss_scale import DynamicLossScale
+from mp_optimizer.managers.loss_scale import FixedLossScale
+from mp_optimizer.managers.loss_scale import LossScale
+from mp_optimizer.managers.loss_scale import get
+
+__all__ = [
+    "DynamicLossScale",
+    "ExponentialUpdateLossScaleManager",
+    "FixedLossScale",
+    "FixedLossScaleManager",
+    "LossScale",
+    "LossScaleManager",
+    "all_finite",
+    "all_finite_in_sync",
+    "get",
+]

@@ -10,20 +10,16 @@ keeps catching it.
 """
 
 import inspect
-from typing import Any
+from typing import Any, Optional
 
 import tensorflow as tf
 
-from mp_optimizer import _shadowing
 from mp_optimizer import managers
+from mp_optimizer.errors import ArgumentTypeError
 
 _OPTIMIZER = tf.compat.v1.train.Optimizer
 _TF_WRAPPER = tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer
 _TF_LOSS_SCALE = tf.compat.v1.mixed_precision.LossScale
-
-
-class ArgumentTypeError(TypeError, ValueError):
-  """An argument of the wrong type; TensorFlow raised ValueError for it."""
 
 
 class _Required:
@@ -63,6 +59,19 @@ def _is_loss_scale(value: Any) -> bool:
   return (isinstance(value, (managers.LossScaleManager, _TF_LOSS_SCALE,
                              int, float)) or
           isinstance(value, str) and value == "dynamic")
+
+
+def _foreign_manager_message(argument: str, value: Any) -> Optional[str]:
+  """Explains an object with a manager's methods that is not a manager."""
+  if not all(hasattr(value, name) for name in ("get_loss_scale",
+                                               "update_loss_scale")):
+    return None
+  cls = value if isinstance(value, type) else type(value)
+  return (f"`{argument}` is {cls.__name__} from {cls.__module__}, which has "
+          "the methods of a loss-scale manager but is not a "
+          "managers.LossScaleManager. Subclass "
+          "`mp_optimizer.managers.LossScaleManager`, or use one of its "
+          "classes (`from mp_optimizer import managers`).")
 
 
 def check_optimizer(api: str, opt: Any, second: Any) -> None:
@@ -138,7 +147,7 @@ def check_manager(api: str, manager: Any) -> None:
         f"{manager!r}); {api} (contrib's constructor) takes a manager such "
         f"as {example}.")
   raise ArgumentTypeError(
-      _shadowing.foreign_manager_message("loss_scale_manager", manager) or
+      _foreign_manager_message("loss_scale_manager", manager) or
       "`loss_scale_manager` must be a managers.LossScaleManager (e.g. "
       f"{example}), got {_describe(manager)}.")
 
@@ -163,7 +172,7 @@ def check_loss_scale(api: str, loss_scale: Any) -> None:
         f"{loss_scale.__name__}: call it to create one "
         f"({loss_scale.__name__}(...)), or pass 'dynamic'.")
   if not isinstance(loss_scale, (managers.LossScaleManager, _TF_LOSS_SCALE)):
-    message = _shadowing.foreign_manager_message("loss_scale", loss_scale)
+    message = _foreign_manager_message("loss_scale", loss_scale)
     if message:
       raise ArgumentTypeError(message)
 

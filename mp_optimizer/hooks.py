@@ -4,7 +4,7 @@ from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
-from mp_optimizer.managers import _validation
+from mp_optimizer._internal import validation
 from mp_optimizer import signals
 
 
@@ -55,7 +55,7 @@ class LossScaleHook(tf.compat.v1.train.SessionRunHook):
   """
 
   def __init__(self, every_n_steps: int = 100):
-    self._every = _validation.check_positive_int("every_n_steps", every_n_steps)
+    self._every = validation.check_positive_int("every_n_steps", every_n_steps)
     self._fetches: Dict[str, Dict[str, tf.Tensor]] = {}
     self._steps = 0
     self._last: Tuple[int, Dict[str, int]] = (0, {})

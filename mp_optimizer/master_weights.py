@@ -18,28 +18,17 @@ updates float32 values; checkpoints hold the float32 variables under the
 names the model asked for. bfloat16 requests are treated like float16.
 
 `float32_variable_getter` is that getter; `float32_master_weights()` enters
-it on the current variable scope. `warn_if_16bit_variables` is what
-`LossScaleOptimizer.apply_gradients` calls to point at it.
+it on the current variable scope. `LossScaleOptimizer.apply_gradients` warns
+once about trainable 16-bit variables updated without it.
 """
 
 import contextlib
-import os
-import sys
-import warnings
-import weakref
 from typing import Iterator
 
 import numpy as np
 import tensorflow as tf
 
 _16BIT_FLOATS = (tf.float16, tf.bfloat16)
-_NAMES_SHOWN = 5
-
-# Inner optimizers already warned about (one warning per optimizer).
-_warned = weakref.WeakSet()
-# Frames in these folders are not the user's code the warning points at.
-_LIBRARY_DIRS = tuple(os.path.dirname(module.__file__) + os.sep
-                      for module in (sys.modules["mp_optimizer"], tf))
 
 
 def _requested_dtype(dtype, initializer) -> tf.DType:
@@ -129,32 +118,3 @@ def float32_master_weights() -> Iterator[tf.compat.v1.VariableScope]:
     yield scope
 
 
-def warn_if_16bit_variables(optimizer, grads_and_vars) -> None:
-  """Warns once per `optimizer` about trainable 16-bit variables being updated.
-
-  Such a variable has no float32 master copy: its updates are rounded to its
-  own dtype, and small ones are lost.
-  """
-  if optimizer in _warned:
-    return
-  names = [var.name for grad, var in grads_and_vars
-           if grad is not None and var.dtype.base_dtype in _16BIT_FLOATS]
-  if not names:
-    return
-  _warned.add(optimizer)
-  shown = ", ".join(names[:_NAMES_SHOWN])
-  more = (f" and {len(names) - _NAMES_SHOWN} more"
-          if len(names) > _NAMES_SHOWN else "")
-  # Point at the first caller outside this package and TensorFlow.
-  level, frame = 1, sys._getframe(0)  # pylint: disable=protected-access
-  while frame is not None and frame.f_code.co_filename.startswith(
-      _LIBRARY_DIRS):
-    level, frame = level + 1, frame.f_back
-  warnings.warn(
-      f"LossScaleOptimizer is updating {len(names)} 16-bit float variable(s) "
-      f"without float32 master weights: {shown}{more}. Updates smaller than "
-      "half the float16 spacing (about 5e-4 of a weight near 1) are rounded "
-      "away. Build the model under `with mp_optimizer.float32_master_weights():"
-      "` (or `variable_scope(..., custom_getter=mp_optimizer."
-      "float32_variable_getter)`) to store them in float32.",
-      UserWarning, stacklevel=level)

@@ -1,26 +1,43 @@
 """`LossScaleOptimizer`: loss scaling around any `tf.compat.v1.train.Optimizer`."""
 
-from typing import Callable, List, Optional, Tuple, Union
+from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
 
 import tensorflow as tf
 
 from mp_optimizer import _arguments
 from mp_optimizer import managers
-from mp_optimizer.managers.base import read_loss_scale
-from mp_optimizer.managers import _graph
-from mp_optimizer.managers import _tracking
-from mp_optimizer import accumulation
-from mp_optimizer import clipping
-from mp_optimizer import gradients as grad_lib
-from mp_optimizer import keras_names
-from mp_optimizer import misuse
-from mp_optimizer import overflow
-from mp_optimizer import signals
-from mp_optimizer import step
+from mp_optimizer._internal import per_graph
+from mp_optimizer._internal import tensors
+from mp_optimizer._internal import tracking
+from mp_optimizer._step import accumulation
+from mp_optimizer._step import ancestry
+from mp_optimizer._step import checks
+from mp_optimizer._step import clipping
+from mp_optimizer._step import report
+from mp_optimizer._step import scaling
+from mp_optimizer._step import skips
+from mp_optimizer._step import step
+from mp_optimizer._step.scaling import read_loss_scale
 
 Optimizer = tf.compat.v1.train.Optimizer
-GradsAndVars = List[Tuple[Optional[Union[tf.Tensor, tf.IndexedSlices]],
-                          tf.Variable]]
+GradsAndVars = List[Tuple[tensors.Gradient, tf.Variable]]
+
+
+def _manager_setting(doc: str, *names: str) -> property:
+  """A Keras-style property: the first of the manager's `names` it has."""
+
+  def read(optimizer: "LossScaleOptimizer") -> Any:
+    manager = optimizer.loss_scale_manager
+    return next((getattr(manager, name) for name in names
+                 if hasattr(manager, name)), None)
+
+  return property(read, doc=doc)
+
+
+def _option(name: str) -> property:
+  """A Keras-style property: the constructor option `name`, or None."""
+  return property(lambda optimizer: optimizer._options[name],  # pylint: disable=protected-access
+                  doc=f"The `{name}` option, or None if it was not given.")
 
 
 class LossScaleOptimizer(Optimizer):
@@ -58,19 +75,19 @@ class LossScaleOptimizer(Optimizer):
     global_clipnorm: Keyword-only: clip all unscaled gradients to this joint
       L2 norm. At most one of the three clip options may be set; clipping
       happens in `apply_gradients` after the finite check, on what the update
-      will use (see `mp_optimizer.clipping`).
+      will use (see `mp_optimizer._step.clipping`).
     gradient_accumulation_steps: Keyword-only None or an int >= 2: apply the
       mean of that many finite micro-steps once (see
-      `mp_optimizer.accumulation`).
+      `mp_optimizer._step.accumulation`).
     overflow_report: Keyword-only True, False or an
-      `overflow.OverflowReport`: on a skipped step, print which variables'
+      `report.OverflowReport`: on a skipped step, print which variables'
       gradients held NaN/Inf (see `mp_optimizer.overflow`).
 
   Raises:
     TypeError: If `opt` or `loss_scale_manager` is missing or has the wrong
       type (a TypeError that is also a ValueError, which TF raised), an
       option is not a number, or `overflow_report` is not a bool or an
-      `overflow.OverflowReport`. The message names the fix: swapped
+      `report.OverflowReport`. The message names the fix: swapped
       arguments, a class instead of an instance, a string or number (that is
       `MixedPrecisionLossScaleOptimizer`'s), an object from a user's own
       `managers` folder.
@@ -88,27 +105,27 @@ class LossScaleOptimizer(Optimizer):
                clipvalue: Optional[float] = None,
                global_clipnorm: Optional[float] = None,
                gradient_accumulation_steps: Optional[int] = None,
-               overflow_report: Union[bool, overflow.OverflowReport] = False):
+               overflow_report: Union[bool, report.OverflowReport] = False):
     """Wraps `opt`; the arguments are described in the class docstring."""
     _arguments.check_optimizer(type(self).__name__, opt, loss_scale_manager)
     _arguments.check_manager(type(self).__name__, loss_scale_manager)
     clip = clipping.make_clip(clipnorm, clipvalue, global_clipnorm)
     steps = accumulation.check_steps(gradient_accumulation_steps)
-    report = overflow.check_option(overflow_report)
+    report_settings = report.check_option(overflow_report)
     self._options = {"clipnorm": clipnorm, "clipvalue": clipvalue,
                      "global_clipnorm": global_clipnorm,
                      "gradient_accumulation_steps": steps,
-                     "overflow_report": report}
+                     "overflow_report": report_settings}
     super().__init__(use_locking=False, name=opt.get_name())
     self._opt = opt
     self._manager = loss_scale_manager
     # TF's built-in uses these two names; its object checkpoints restore here.
-    _tracking.track(self, opt, "base_optimizer")
-    _tracking.track(self, loss_scale_manager, "loss_scale")
+    tracking.track(self, opt, "base_optimizer")
+    tracking.track(self, loss_scale_manager, "loss_scale")
     self._accumulator = (None if steps is None else
                          accumulation.GradientAccumulator(self, steps))
-    self._parts = step.Parts(opt, loss_scale_manager, signals.SkipCounter(self),
-                             clip, self._accumulator, report)
+    self._parts = step.Parts(opt, loss_scale_manager, skips.SkipCounter(self),
+                             clip, self._accumulator, report_settings)
 
   @property
   def inner_optimizer(self) -> Optimizer:
@@ -128,8 +145,8 @@ class LossScaleOptimizer(Optimizer):
     """
     return self._manager.get_loss_scale()
 
-  # Keras-style names (see `mp_optimizer.keras_names`), also for custom loops
-  # that call tf.gradients themselves.
+  # Keras-style names (read-only, known from the constructor), also for
+  # custom loops that call tf.gradients themselves.
 
   @property
   def loss_scale(self) -> tf.Tensor:
@@ -141,16 +158,16 @@ class LossScaleOptimizer(Optimizer):
     """True if the loss scale changes during training."""
     return self._manager.dynamic
 
-  initial_scale = keras_names.manager_setting(
+  initial_scale = _manager_setting(
       "The starting scale of a dynamic or fixed manager (else None).",
       "init_loss_scale", "loss_scale_value")
-  dynamic_growth_steps = keras_names.manager_setting(
+  dynamic_growth_steps = _manager_setting(
       "Finite steps between increases of a dynamic scale (else None).",
       "incr_every_n_steps")
-  clipnorm = keras_names.option("clipnorm")
-  clipvalue = keras_names.option("clipvalue")
-  global_clipnorm = keras_names.option("global_clipnorm")
-  gradient_accumulation_steps = keras_names.option(
+  clipnorm = _option("clipnorm")
+  clipvalue = _option("clipvalue")
+  global_clipnorm = _option("global_clipnorm")
+  gradient_accumulation_steps = _option(
       "gradient_accumulation_steps")
 
   def get_scaled_loss(
@@ -166,38 +183,39 @@ class LossScaleOptimizer(Optimizer):
       TypeError: If `loss` (or what the callable returns, when it is called)
         is not a floating-point tensor.
     """
-    _graph.require_graph("LossScaleOptimizer.get_scaled_loss")
+    per_graph.require_graph("LossScaleOptimizer.get_scaled_loss")
     if callable(loss):
       return lambda: self.get_scaled_loss(loss())
-    loss = grad_lib.check_loss(loss)
-    return grad_lib.scale_loss(loss, read_loss_scale(self._manager))
+    loss = scaling.check_loss(loss)
+    return scaling.scale_loss(loss, read_loss_scale(self._manager))
 
   scale_loss = get_scaled_loss
 
-  def get_unscaled_gradients(self, grads) -> list:
+  def get_unscaled_gradients(
+      self, grads: Iterable[tensors.Gradient]) -> List[tensors.Gradient]:
     """Returns gradients of a scaled loss multiplied by 1/S (None kept).
 
     Raises:
       RuntimeError: Under eager execution.
     """
-    _graph.require_graph("LossScaleOptimizer.get_unscaled_gradients")
-    return grad_lib.unscale(list(grads),
+    per_graph.require_graph("LossScaleOptimizer.get_unscaled_gradients")
+    return scaling.unscale(list(grads),
                             read_loss_scale(self._manager))
 
-  def check_finite(self, grads) -> tf.Tensor:
+  def check_finite(self, grads: Iterable[tensors.Gradient]) -> tf.Tensor:
     """Returns a scalar bool tensor: are all `grads` finite (None ignored)?
 
     Raises:
       RuntimeError: Under eager execution.
     """
-    _graph.require_graph("LossScaleOptimizer.check_finite")
+    per_graph.require_graph("LossScaleOptimizer.check_finite")
     return managers.all_finite(grads)
 
   def compute_gradients(self,
                         loss: Union[tf.Tensor, Callable[[], tf.Tensor]],
-                        var_list=None,
+                        var_list: Optional[List[tf.Variable]] = None,
                         gate_gradients: int = Optimizer.GATE_OP,
-                        aggregation_method=None,
+                        aggregation_method: Any = None,
                         colocate_gradients_with_ops: bool = False,
                         grad_loss: Optional[tf.Tensor] = None) -> GradsAndVars:
     """Returns unscaled `(gradient, variable)` pairs of `loss`.
@@ -211,13 +229,13 @@ class LossScaleOptimizer(Optimizer):
       RuntimeError: Under eager execution.
       TypeError: If the loss is not floating point.
     """
-    _graph.require_graph("LossScaleOptimizer.compute_gradients")
+    per_graph.require_graph("LossScaleOptimizer.compute_gradients")
     if callable(loss):
       loss = loss()
-    loss = grad_lib.check_loss(loss)
+    loss = scaling.check_loss(loss)
     loss_scale = read_loss_scale(self._manager)  # One S, both ways.
-    scaled_loss = grad_lib.scale_loss(loss, loss_scale)
-    misuse.warn_if_bfloat16_only(scaled_loss)
+    scaled_loss = scaling.scale_loss(loss, loss_scale)
+    checks.warn_if_bfloat16_only(scaled_loss)
     grads_and_vars = self._opt.compute_gradients(
         scaled_loss,
         var_list=var_list,
@@ -225,10 +243,11 @@ class LossScaleOptimizer(Optimizer):
         aggregation_method=aggregation_method,
         colocate_gradients_with_ops=colocate_gradients_with_ops,
         grad_loss=grad_loss)
-    grads = grad_lib.unscale([g for g, _ in grads_and_vars], loss_scale)
+    grads = scaling.unscale([g for g, _ in grads_and_vars], loss_scale)
     return list(zip(grads, [v for _, v in grads_and_vars]))
 
-  def apply_gradients(self, grads_and_vars, global_step=None,
+  def apply_gradients(self, grads_and_vars: Iterable[Tuple[Any, tf.Variable]],
+                      global_step: Optional[tf.Variable] = None,
                       name: Optional[str] = None) -> tf.Operation:
     """Applies unscaled gradients if all are finite; updates the scale.
 
@@ -237,7 +256,7 @@ class LossScaleOptimizer(Optimizer):
     any clipping and gradient accumulation; the manager's update runs after
     that and is grouped into the returned op. Under `tf.distribute` this
     happens in cross-replica context and every replica gets the same verdict.
-    See `mp_optimizer.step`.
+    See `mp_optimizer._step.step`.
 
     Args:
       grads_and_vars: `(gradient, variable)` pairs from `compute_gradients`.
@@ -253,15 +272,16 @@ class LossScaleOptimizer(Optimizer):
       ValueError: If `grads_and_vars` is empty or all its gradients are None,
         or it holds gradients of the scaled loss that were never unscaled, or
         gradients of a loss that was never scaled (outside
-        `mp_optimizer.allow_unscaled_gradients()`; see `mp_optimizer.misuse`),
+        `mp_optimizer.allow_unscaled_gradients()`; see `mp_optimizer._step.ancestry`),
         or if the inner apply made a variable initialized from the gated
         update.
     """
-    _graph.require_graph("LossScaleOptimizer.apply_gradients")
-    grads_and_vars = misuse.check_grads_and_vars(grads_and_vars)
-    misuse.record_scale_source(self._manager.get_loss_scale())
-    misuse.check_unscaled(grads_and_vars)
-    if tf.distribute.has_strategy() and tf.distribute.in_cross_replica_context():
+    per_graph.require_graph("LossScaleOptimizer.apply_gradients")
+    grads_and_vars = checks.check_grads_and_vars(grads_and_vars)
+    ancestry.record_scale_source(self._manager.get_loss_scale())
+    ancestry.check_unscaled(grads_and_vars)
+    checks.warn_if_16bit_variables(self._opt, grads_and_vars)
+    if tensors.in_cross_replica_context():
       raise RuntimeError(
           "LossScaleOptimizer.apply_gradients must be called in replica "
           "context: call it inside `strategy.run` (or a model_fn), not "
@@ -269,7 +289,10 @@ class LossScaleOptimizer(Optimizer):
     return tf.distribute.get_replica_context().merge_call(
         self._apply_cross_replica, args=(grads_and_vars, global_step, name))
 
-  def _apply_cross_replica(self, strategy, grads_and_vars, global_step, name):
+  def _apply_cross_replica(self, strategy: tf.distribute.Strategy,
+                           grads_and_vars: GradsAndVars,
+                           global_step: Optional[tf.Variable],
+                           name: Optional[str]) -> tf.Operation:
     return step.gated_step(strategy, self._parts, grads_and_vars, global_step,
                            name or self.get_name())
 
@@ -285,7 +308,7 @@ class LossScaleOptimizer(Optimizer):
     """Lists attributes, without the marker of the inner optimizer's slots."""
     # The slots get_slot delegates to belong to the inner optimizer; without
     # this, tf.train.Checkpoint finds them twice and refuses to save.
-    return _tracking.hide_slot_owner_marker(super().__dir__())
+    return tracking.hide_slot_owner_marker(super().__dir__())
 
   def __repr__(self) -> str:
     return _arguments.optimizer_repr(self, self._options)

@@ -9,7 +9,8 @@ from typing import Any, Optional
 import tensorflow as tf
 
 from mp_optimizer import _arguments
-from mp_optimizer import _rewrite_registry
+from mp_optimizer.errors import ArgumentTypeError
+from mp_optimizer._internal import tf_private
 from mp_optimizer import managers
 from mp_optimizer import optimizer as optimizer_lib
 
@@ -150,16 +151,16 @@ def enable_mixed_precision_graph_rewrite(
 def _check_keras_arguments(opt: Any, loss_scale: Any) -> None:
   """Lets through what TF's built-in wraps for Keras, with clear errors else.
 
-  TF's own registry of optimizer wrappers (`mp_optimizer._rewrite_registry`)
+  TF's own registry of optimizer wrappers (`mp_optimizer._internal.tf_private`)
   decides, as it does inside TF's switch.
   """
-  wrappers = _rewrite_registry.wrapper_classes()
+  wrappers = tf_private.wrapper_classes()
   if hasattr(opt, "inner_optimizer") or isinstance(opt, wrappers):
     raise ValueError(
         f"`opt` is already a {type(opt).__name__} (Keras's loss-scale "
         "optimizer); enable_mixed_precision_graph_rewrite wraps the optimizer "
         f"itself. Pass `opt.inner_optimizer` instead, got {opt!r}.")
-  if not isinstance(opt, _rewrite_registry.keras_optimizer_classes()):
+  if not isinstance(opt, tf_private.keras_optimizer_classes()):
     keras_hint = (
         " TensorFlow's own enable_mixed_precision_graph_rewrite refuses this "
         "optimizer too (it wraps only the optimizer classes registered with "
@@ -167,7 +168,7 @@ def _check_keras_arguments(opt: Any, loss_scale: Any) -> None:
         "tf.keras.mixed_precision.set_global_policy('mixed_float16') and "
         "tf.keras.mixed_precision.LossScaleOptimizer."
         if hasattr(opt, "apply_gradients") else "")
-    raise _arguments.ArgumentTypeError(
+    raise ArgumentTypeError(
         "`opt` must be a tf.compat.v1.train.Optimizer or a Keras optimizer "
         "that TensorFlow's graph rewrite wraps (an OptimizerV2: "
         "tf.keras.optimizers.legacy, up to TensorFlow 2.15), got "

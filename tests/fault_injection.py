@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-import managers
+from mp_optimizer import managers
 import mp_optimizer
 from tests import models
 

@@ -16,7 +16,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-import managers
+from mp_optimizer import managers
 from mp_optimizer.managers import finite
 
 v1 = tf.compat.v1

@@ -10,7 +10,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-import managers
+from mp_optimizer import managers
 
 v1 = tf.compat.v1
 tf_mp = tf.compat.v1.mixed_precision

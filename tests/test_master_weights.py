@@ -12,7 +12,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-import managers
+from mp_optimizer import managers
 import mp_optimizer
 
 v1 = tf.compat.v1

@@ -13,7 +13,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-import managers
+from mp_optimizer import managers
 import mp_optimizer
 from mp_optimizer.overflow import OverflowReport
 from tests import mirrored

@@ -13,7 +13,7 @@ import hypothesis
 from hypothesis import strategies as st
 import numpy as np
 
-import managers
+from mp_optimizer import managers
 from mp_optimizer.managers import exponential
 from tests import harness
 

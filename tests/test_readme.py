@@ -15,7 +15,7 @@ import sys
 
 from absl.testing import parameterized
 
-import managers
+from mp_optimizer import managers
 import mp_optimizer
 
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"

@@ -4,7 +4,7 @@ graph, contrib's names, usable across graphs."""
 from absl.testing import parameterized
 import tensorflow as tf
 
-import managers
+from mp_optimizer import managers
 
 # Built at import time, before any graph exists (TF #37666 was this case).
 MODULE_LEVEL_MANAGER = managers.ExponentialUpdateLossScaleManager(8, 2)

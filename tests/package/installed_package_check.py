@@ -20,9 +20,8 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-import managers
 import mp_optimizer
-from mp_optimizer import managers as mp_managers
+from mp_optimizer import managers
 
 DIST = importlib.metadata.distribution("mp_optimizer")
 # absltest's temporary files read absl flags, which pytest never parses.
@@ -33,17 +32,23 @@ class InstalledPackageTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
       ("mp_optimizer", mp_optimizer),
-      ("managers", managers),
-      ("mp_optimizer_managers", mp_managers),
+      ("mp_optimizer_managers", managers),
   )
   def test_package_comes_from_site_packages_with_py_typed(self, module):
     folder = pathlib.Path(module.__file__).parent
     self.assertIn("site-packages", folder.parts)
     self.assertTrue((folder / "py.typed").is_file(), folder)
 
-  def test_versions_agree_with_the_metadata(self):
+  def test_managers_are_installed_inside_mp_optimizer_only(self):
+    folder = pathlib.Path(managers.__file__).parent
+    self.assertEqual(folder.parent, pathlib.Path(mp_optimizer.__file__).parent)
+    self.assertEqual(DIST.read_text("top_level.txt").split(), ["mp_optimizer"])
+    self.assertFalse(
+        (folder.parent.parent / "managers").exists(),
+        "a top-level `managers` package was installed into site-packages")
+
+  def test_version_agrees_with_the_metadata(self):
     self.assertEqual(mp_optimizer.__version__, DIST.version)
-    self.assertEqual(managers.__version__, DIST.version)
 
   def test_licence_ships_and_is_declared(self):
     names = {pathlib.PurePath(str(f)).name for f in DIST.files}
@@ -93,7 +98,7 @@ class InstalledPackageTest(parameterized.TestCase):
 
   def test_type_checkers_see_the_public_names(self):
     probe = self.create_tempfile("probe.py", textwrap.dedent("""\
-        import managers
+        from mp_optimizer import managers
         from mp_optimizer import LossScaleOptimizer
         from mp_optimizer import MixedPrecisionLossScaleOptimizer
         reveal_type(LossScaleOptimizer)

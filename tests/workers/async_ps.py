@@ -20,7 +20,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-import managers
+from mp_optimizer import managers
 import mp_optimizer
 from tests.workers import ps_cluster
 

@@ -7,7 +7,7 @@ The input pipeline names, batch by batch, the replica whose loss becomes Inf
 import numpy as np
 import tensorflow as tf
 
-import managers
+from mp_optimizer import managers
 from tests.workers import replicated
 
 v1 = tf.compat.v1

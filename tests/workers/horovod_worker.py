@@ -23,7 +23,7 @@ import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf
 
-import managers
+from mp_optimizer import managers
 import mp_optimizer
 from tests.workers import replicated
 

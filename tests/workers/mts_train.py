@@ -21,7 +21,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-import managers
+from mp_optimizer import managers
 import mp_optimizer
 from tests import models
 

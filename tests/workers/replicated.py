@@ -11,7 +11,7 @@ from typing import Tuple
 import numpy as np
 import tensorflow as tf
 
-import managers
+from mp_optimizer import managers
 import mp_optimizer
 
 NO_REPLICA = -1

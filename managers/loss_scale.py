@@ -12,8 +12,8 @@ from typing import Any, Dict, Optional, Tuple, Union
 
 import tensorflow as tf
 
-from mp_optimizer.managers import _graph
-from mp_optimizer.managers import _validation
+from mp_optimizer._internal import per_graph
+from mp_optimizer._internal import validation
 from mp_optimizer.managers import base
 from mp_optimizer.managers import exponential
 from mp_optimizer.managers import finite
@@ -99,7 +99,7 @@ class FixedLossScale(LossScale, fixed.FixedLossScaleManager):
   def __init__(self, loss_scale_value: float, *,
                skip_nonfinite_steps: bool = True):
     try:
-      _validation.check_at_least("loss_scale_value", loss_scale_value, 1.0)
+      validation.check_at_least("loss_scale_value", loss_scale_value, 1.0)
     except TypeError as error:  # TF raises ValueError for a non-number.
       raise ValueError(str(error)) from None
     super().__init__(loss_scale_value, skip_nonfinite_steps=skip_nonfinite_steps)
@@ -203,7 +203,7 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
       if isinstance(value, str):  # TF's float()/int() raise ValueError.
         raise ValueError(f"`{name}` must be a number, not a string; got "
                          f"{value!r}.")
-    multiplier = _validation.check_greater("multiplier", multiplier, 1.0)
+    multiplier = validation.check_greater("multiplier", multiplier, 1.0)
     super().__init__(initial_loss_scale, increment_period,
                      decr_every_n_nan_or_inf=1, incr_ratio=multiplier,
                      decr_ratio=1.0 / multiplier, min_loss_scale=min_loss_scale,
@@ -275,7 +275,7 @@ def get(identifier: Any) -> base.LossScaleManager:
     raise ValueError(f"`loss_scale` must be {_ACCEPTED}; got the string "
                      f"{identifier!r}. Did you mean 'dynamic'?")
   if isinstance(identifier, (int, float)) and not isinstance(identifier, bool):
-    _validation.check_at_least("loss_scale", identifier, 1.0)
+    validation.check_at_least("loss_scale", identifier, 1.0)
     return FixedLossScale(identifier)
   tf_mp = tf.compat.v1.mixed_precision
   if isinstance(identifier, tf_mp.FixedLossScale):
@@ -283,7 +283,7 @@ def get(identifier: Any) -> base.LossScaleManager:
   if isinstance(identifier, tf_mp.DynamicLossScale):
     # TF's object made its variables when it was built; keep them (and their
     # checkpoint names) rather than making `current_loss_scale_1` beside them.
-    with _graph.deferred_state():
+    with per_graph.deferred_state():
       converted = DynamicLossScale(**identifier.get_config())
     converted._adopt_state(  # pylint: disable=protected-access
         tf.train.TrackableView(identifier).children(identifier))

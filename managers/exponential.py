@@ -11,8 +11,8 @@ from typing import Any, Dict, List, Optional
 
 import tensorflow as tf
 
-from mp_optimizer.managers import _graph
-from mp_optimizer.managers import _validation
+from mp_optimizer._internal import per_graph
+from mp_optimizer._internal import validation
 from mp_optimizer.managers import base
 from mp_optimizer.managers import floor
 from mp_optimizer.managers import transition
@@ -124,7 +124,7 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
                max_loss_scale: Optional[float] = None,
                hysteresis: str = "contrib",
                fail_at_floor_after: Optional[int] = None):
-    check, arg, face = _validation, self._FACE.arg_names, self._FACE
+    check, arg, face = validation, self._FACE.arg_names, self._FACE
     low = check.check_greater("min_loss_scale", min_loss_scale, 0.0)
     high = (None if max_loss_scale is None else
             check.check_at_least("max_loss_scale", max_loss_scale, low))
@@ -146,15 +146,15 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
                                       HYSTERESIS_MODES))
     self._fail_after = check.check_optional_step_count(
         "fail_at_floor_after", fail_at_floor_after)
-    specs = [_graph.VariableSpec(face.scale_name, tf.float32, self._init),
-             _graph.VariableSpec(face.good_steps_name, face.counter_dtype, 0)]
+    specs = [per_graph.VariableSpec(face.scale_name, tf.float32, self._init),
+             per_graph.VariableSpec(face.good_steps_name, face.counter_dtype, 0)]
     if face.bad_steps_name is not None:
-      specs.append(_graph.VariableSpec(face.bad_steps_name,
+      specs.append(per_graph.VariableSpec(face.bad_steps_name,
                                        face.counter_dtype, 0))
     if self._fail_after is not None:  # Not checkpointed: old files restore.
-      specs.append(_graph.VariableSpec(floor.STREAK, tf.int64, 0,
+      specs.append(per_graph.VariableSpec(floor.STREAK, tf.int64, 0,
                                        checkpointed=False))
-    self._state = _graph.PerGraphVariables(self, specs)
+    self._state = per_graph.PerGraphVariables(self, specs)
     self._state.create_if_graph()
 
   init_loss_scale = property(lambda self: self._init)

@@ -5,7 +5,7 @@ from typing import List, Union
 
 import tensorflow as tf
 
-from mp_optimizer.managers import _tracking
+from mp_optimizer._internal import tracking
 
 
 def check_finite_flag(finite_grads: tf.Tensor) -> tf.Tensor:
@@ -26,17 +26,7 @@ def check_finite_flag(finite_grads: tf.Tensor) -> tf.Tensor:
   return finite_grads
 
 
-def read_loss_scale(manager: "LossScaleManager") -> tf.Tensor:
-  """Returns one read of `manager`'s scale as a float32 tensor.
-
-  `get_loss_scale()` may return the scale variable itself (as contrib did),
-  which reads anew wherever it is used; a step that must use one S for
-  several things (scale the loss, unscale the gradients) reads it here once.
-  """
-  return tf.convert_to_tensor(manager.get_loss_scale(), name="loss_scale_read")
-
-
-class LossScaleManager(_tracking.GraphScopedTrackable, metaclass=abc.ABCMeta):
+class LossScaleManager(tracking.GraphScopedTrackable, metaclass=abc.ABCMeta):
   """Decides the loss scale S and how it changes from step to step.
 
   Loss scaling multiplies the loss by S before backprop, so small float16

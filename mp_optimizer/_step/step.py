@@ -18,7 +18,7 @@ apply(grads): clip (clipvalue, or the window mean), then
               inner.apply_gradients on each replica
 ```
 
-`gate` (`mp_optimizer.gating`) does what `tf.cond` would with one Switch on
+`gate` (`mp_optimizer._step.gate`) does what `tf.cond` would with one Switch on
 the flag: only the untaken side's ops are dead, and no gradient or variable
 is switched. A full accumulation window is detected by a second such gate.
 A manager that applies every step (`skips_nonfinite_steps` False) gets no
@@ -31,51 +31,59 @@ every replica, and handed to the inner optimizer on the first replica only
 (zeros elsewhere): its own sum then reproduces the clipped sum exactly. This
 costs a second all-reduce per step, only when clipping across replicas. A
 norm clip happens before the finite check, which then sees exactly what the
-update will use (`mp_optimizer.clipping`): a clipped gradient that is not
+update will use (`mp_optimizer._step.clipping`): a clipped gradient that is not
 finite (a replica sum that overflowed) skips the step like any overflow.
 `clipvalue` maps Inf to its limit, so it clips after the check, as does a
 manager that never skips; with gradient accumulation the window mean is
 clipped when it is applied (it is finite by construction, see
-`mp_optimizer.accumulation`).
+`mp_optimizer._step.accumulation`).
 """
 
 import dataclasses
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
 from mp_optimizer import managers
-from mp_optimizer.managers.base import read_loss_scale
-from mp_optimizer import accumulation
-from mp_optimizer import clipping
-from mp_optimizer import gating
-from mp_optimizer import master_weights
-from mp_optimizer import overflow
-from mp_optimizer import signals
+from mp_optimizer._internal import tensors
+from mp_optimizer._internal.tensors import GradsAndVars
+from mp_optimizer._step import accumulation
+from mp_optimizer._step import clipping
+from mp_optimizer._step import gate
+from mp_optimizer._step import report
+from mp_optimizer._step import skips
+from mp_optimizer._step.scaling import read_loss_scale
 
 
 @dataclasses.dataclass(frozen=True)
 class Parts:
-  """What a step is built from; one per optimizer."""
+  """What a step is built from; one per optimizer.
+
+  Attributes:
+    inner: The wrapped optimizer, which applies the update.
+    manager: The loss-scale manager.
+    skip_counter: The optimizer's count of skipped steps.
+    clip: The clip option, or None.
+    accumulator: Gradient accumulation, or None.
+    overflow_report: Settings of the report of skipped steps, or None.
+  """
   inner: tf.compat.v1.train.Optimizer
   manager: managers.LossScaleManager
-  skip_counter: signals.SkipCounter
+  skip_counter: skips.SkipCounter
   clip: Optional[clipping.Clip] = None
   accumulator: Optional[accumulation.GradientAccumulator] = None
-  overflow_report: Optional[overflow.OverflowReport] = None
+  overflow_report: Optional[report.OverflowReport] = None
 
 
-def _first_replica_only(grad):
+def _first_replica_only(grad: tensors.Gradient) -> tensors.Gradient:
   """Keeps `grad` on replica 0 and zeroes it elsewhere (grads are finite)."""
   replica = tf.distribute.get_replica_context().replica_id_in_sync_group
   keep = tf.cast(tf.equal(replica, 0), grad.dtype)
-  if isinstance(grad, tf.IndexedSlices):
-    return tf.IndexedSlices(grad.values * keep, grad.indices, grad.dense_shape)
-  return grad * keep
+  return tensors.with_values(grad, tensors.values(grad) * keep)
 
 
 def _reduce_and_clip(strategy: tf.distribute.Strategy, clip: clipping.Clip,
-                     pairs: list) -> tuple:
+                     pairs: GradsAndVars) -> Tuple:
   """The gradients the update will use: clipped, and summed over replicas.
 
   With one replica, each gradient clipped. With several, the v1 inner
@@ -99,8 +107,9 @@ def _reduce_and_clip(strategy: tf.distribute.Strategy, clip: clipping.Clip,
                                                        args=grads))
 
 
-def _apply(strategy, parts: Parts, grads_and_vars, global_step, name, pivot,
-           clip: bool = True):
+def _apply(strategy: tf.distribute.Strategy, parts: Parts,
+           grads_and_vars: GradsAndVars, global_step: Optional[tf.Variable],
+           name: str, pivot: tf.Tensor, clip: bool = True) -> tf.Operation:
   """Applies (per-replica) pairs through the inner optimizer.
 
   With `clip` (and a clip option set), the gradients are clipped first (see
@@ -119,7 +128,8 @@ def _apply(strategy, parts: Parts, grads_and_vars, global_step, name, pivot,
 
   if clip and parts.clip is not None:
     grads = _reduce_and_clip(strategy, parts.clip, pairs)
-  return strategy.group(gating.on_each_replica(strategy, pivot, apply_local, grads))
+  return strategy.group(gate.on_each_replica(strategy, pivot, apply_local,
+                                             grads))
 
 
 # Ops that hand out SyncReplicasOptimizer's aggregated gradients.
@@ -128,8 +138,8 @@ _SYNC_REPLICAS_TAKES = ("AccumulatorTakeGradient",
                         "SparseAccumulatorTakeGradient")
 
 
-def _skip(count: Callable[[], tf.Operation], grads_and_vars,
-          global_step) -> tf.Operation:
+def _skip(count: Callable[[], tf.Operation], grads_and_vars: GradsAndVars,
+          global_step: Optional[tf.Variable]) -> tf.Operation:
   """The untaken side: `count()` the skip; under SyncReplicas, end the round.
 
   SyncReplicasOptimizer's accumulators move to the next round whenever the
@@ -137,46 +147,54 @@ def _skip(count: Callable[[], tf.Operation], grads_and_vars,
   `global_step`: unless a skipped round advances it too, every later gradient
   is dropped as stale and the workers wait forever.
   """
-  grads = [g.values if isinstance(g, tf.IndexedSlices) else g
-           for g, _ in grads_and_vars]
   if global_step is None or not any(  # PerReplica values have no op.
-      getattr(getattr(g, "op", None), "type", None) in _SYNC_REPLICAS_TAKES
-      for g in grads):
+      getattr(getattr(tensors.values(g), "op", None), "type", None)
+      in _SYNC_REPLICAS_TAKES for g, _ in grads_and_vars if g is not None):
     return count()
   return tf.group(count(), tf.compat.v1.assign_add(global_step, 1))
 
 
-def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
-               grads_and_vars: tuple, global_step, name: str) -> tf.Operation:
-  """Builds the step described in the module docstring; returns its op."""
-  train_ops = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.TRAIN_OP)
-  train_ops_before = list(train_ops)
-  master_weights.warn_if_16bit_variables(parts.inner, grads_and_vars)
+def _use(strategy: tf.distribute.Strategy, parts: Parts,
+         grads_and_vars: GradsAndVars, global_step: Optional[tf.Variable],
+         name: str) -> Tuple[GradsAndVars, Callable[[tf.Tensor], tf.Operation]]:
+  """What the finite check sees, and the builder of the applied side.
 
-  def apply(pairs, pivot):
-    return _apply(strategy, parts, pairs, global_step, name, pivot)
+  A norm clip happens before the check, so the check sees exactly what the
+  update will use; with accumulation the micro-step's gradients are checked
+  and the window's mean is clipped when it is applied.
+  """
+  def apply(pairs, pivot, clip=True):
+    return _apply(strategy, parts, pairs, global_step, name, pivot, clip)
 
-  checked = grads_and_vars  # What the finite check sees.
   if parts.accumulator is not None:
-    use = parts.accumulator.micro_step(strategy, grads_and_vars, apply)
-  elif (parts.clip is not None and parts.clip.check_clipped and
-        parts.manager.skips_nonfinite_steps):
-    # Check exactly what the update will use (see mp_optimizer.clipping).
+    return grads_and_vars, parts.accumulator.micro_step(
+        strategy, grads_and_vars, apply)
+  if (parts.clip is not None and parts.clip.check_clipped and
+      parts.manager.skips_nonfinite_steps):
     pairs = [(g, v) for g, v in grads_and_vars if g is not None]
     checked = tuple(zip(_reduce_and_clip(strategy, parts.clip, pairs),
                         [v for _, v in pairs]))
-    use = lambda pivot: _apply(strategy, parts, checked, global_step, name,
-                               pivot, clip=False)
-  else:
-    use = lambda pivot: apply(grads_and_vars, pivot)
+    return checked, lambda pivot: apply(checked, pivot, clip=False)
+  return grads_and_vars, lambda pivot: apply(grads_and_vars, pivot)
 
+
+def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
+               grads_and_vars: Sequence, global_step: Optional[tf.Variable],
+               name: str) -> tf.Operation:
+  """Builds the step described in the module docstring; returns its op."""
+  train_ops = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.TRAIN_OP)
+  train_ops_before = list(train_ops)
+  checked, use = _use(strategy, parts, grads_and_vars, global_step, name)
   scale = read_loss_scale(parts.manager)
   if parts.manager.skips_nonfinite_steps:
     finite = managers.all_finite_in_sync(g for g, _ in checked)
-    when_skipped = overflow.when_skipped(parts, grads_and_vars, scale)
-    applied = gating.gate(finite, use, lambda: _skip(when_skipped,
-                                                     grads_and_vars,
-                                                     global_step))
+    when_skipped = report.when_skipped(
+        parts.overflow_report,
+        "micro-step dropped" if parts.accumulator else "step skipped",
+        parts.skip_counter.add_one, grads_and_vars, scale)
+    applied = gate.gate(finite, use,
+                        lambda: _skip(when_skipped, grads_and_vars,
+                                      global_step))
     skipped = parts.skip_counter.total()
   else:
     finite = tf.constant(True)
@@ -184,8 +202,8 @@ def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
     skipped = tf.constant(0, tf.int64)
   with tf.control_dependencies([applied, scale]):
     update = parts.manager.update_loss_scale(finite)
-  signal_updates = signals.record(finite, skipped, scale, parts.skip_counter,
-                                  lambda: read_loss_scale(parts.manager))
+  signal_updates = skips.record(finite, skipped, scale, parts.skip_counter,
+                                lambda: read_loss_scale(parts.manager))
   train_op = tf.group(applied, update, *signal_updates, name=name)
   # The inner apply is gated; only the whole gated step is a train op.
   train_ops[:] = train_ops_before + [train_op]

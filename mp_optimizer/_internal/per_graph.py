@@ -17,8 +17,8 @@ from typing import Dict, Iterator, Sequence
 
 import tensorflow as tf
 
-from mp_optimizer.managers import _mutex
-from mp_optimizer.managers import _tracking
+from mp_optimizer._internal.mutex import Mutex
+from mp_optimizer._internal import tracking
 
 _EAGER_MESSAGE = (
     "{api} builds TF1-style graph ops and cannot run eagerly. Call "
@@ -103,7 +103,7 @@ class VariableSpec:
 class PerGraphVariables:
   """Creates a fixed set of scalar variables lazily, once per graph."""
 
-  def __init__(self, owner: "_tracking.Trackable", specs: Sequence[VariableSpec]):
+  def __init__(self, owner: "tracking.Trackable", specs: Sequence[VariableSpec]):
     self._owner = owner
     self._specs = tuple(specs)
     self._by_graph = weakref.WeakKeyDictionary()
@@ -163,7 +163,7 @@ class PerGraphVariables:
     self._create_in_context(graph, root_scope=True)
     return self._by_graph[graph]
 
-  def mutex(self, api: str) -> _mutex.Mutex:
+  def mutex(self, api: str) -> Mutex:
     """Returns this graph's mutex over the state, made on first use.
 
     It sits on the device of the first variable, named after it
@@ -174,7 +174,7 @@ class PerGraphVariables:
     graph = first.graph
     found = self._mutexes.get(graph)
     if found is None:
-      found = _mutex.Mutex(f"{first.op.name}_mutex", first.device)
+      found = Mutex(f"{first.op.name}_mutex", first.device)
       self._mutexes[graph] = found
     return found
 
@@ -208,7 +208,7 @@ class PerGraphVariables:
     self._by_graph[graph] = made
     for spec in self._specs:
       if spec.checkpointed:
-        _tracking.track(self._owner, made[spec.name], spec.name)
+        tracking.track(self._owner, made[spec.name], spec.name)
 
 
 def _variable(spec: VariableSpec, collections: list) -> tf.Variable:

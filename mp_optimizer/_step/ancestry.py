@@ -1,48 +1,42 @@
-"""Catches call-order mistakes when the graph is built, not after hours of training.
+"""Gradients that do not match the loss scale, refused when the graph is built.
 
-* Malformed `grads_and_vars` for `apply_gradients`, with TensorFlow's own
-  messages (and exception class) for an empty list and all-None gradients.
-* Gradients that do not match the loss scale, found by one walk back from
-  the gradients over data edges. The optimizer records, per graph, the scaled
-  losses (and their multipliers) it made and the unscaled gradients it
-  returned; the walk stops at those and at the seed every `tf.gradients` call
-  starts from (its `grad_ys_N` op). A gradient is refused when
-  - it reaches a scaled loss without passing an unscaled gradient: it was
-    taken of `loss * S` and never divided by S, so it would be applied S
-    times too large; or
-  - it comes from a gradient computation (it reaches a seed) and reaches
-    neither a scaled loss nor an unscaled gradient: it was taken of a loss
-    that was never multiplied by S (`tf.gradients(loss, ...)`, or the inner
-    optimizer's `compute_gradients`), so loss scaling does nothing for it.
-    `allow_unscaled_gradients()` lets deliberate cases through.
-  - it was divided by S but the loss it came from was never multiplied by
-    it: it would be applied S times too small.
-  The optimizer's own scale counts wherever it is read: a gradient of
-  `loss * opt.get_loss_scale()` divided by `opt.get_loss_scale()` (or
-  multiplied by its reciprocal) was scaled and unscaled by hand, correctly.
-  Anything else passes: a gradient read from a variable (a hand-written
-  accumulator) reaches no seed, and nothing proves it unscaled. The walk
-  follows v1 control flow (Switch, Enter, Merge, loops included) but not into
-  v2 branch functions: a gradient captured by a `tf.cond` v2 branch is a
-  leaf there, so `apply_gradients` inside such a branch checks only what was
-  computed inside it.
-* A bfloat16-only model: bfloat16 has float32's exponent range, so its
-  gradients do not underflow and loss scaling only costs time (a warning).
+One walk back from the gradients over data edges. The optimizer records,
+per graph, the scaled losses (and their multipliers) it made, the unscaled
+gradients it returned and its loss scale; the walk stops at those and at
+the seed every `tf.gradients` call starts from (its `grad_ys_N` op). A
+gradient is refused when
+- it reaches a scaled loss (or the scale) without passing an unscaled
+  gradient or a division by the scale: it was taken of `loss * S` and never
+  divided by S, so it would be applied S times too large;
+- it comes from a gradient computation (it reaches a seed) and reaches
+  neither a scaled loss nor an unscaled gradient: it was taken of a loss
+  that was never multiplied by S (`tf.gradients(loss, ...)`, or the inner
+  optimizer's `compute_gradients`), so loss scaling does nothing for it
+  (`allow_unscaled_gradients()` lets deliberate cases through); or
+- it was divided by S but the loss it came from was never multiplied by
+  it: it would be applied S times too small.
+The optimizer's own scale counts wherever it is read: a gradient of
+`loss * opt.get_loss_scale()` divided by `opt.get_loss_scale()` (or
+multiplied by its reciprocal) was scaled and unscaled by hand, correctly.
+Anything else passes: a gradient read from a variable (a hand-written
+accumulator) reaches no seed, and nothing proves it unscaled. The walk
+follows v1 control flow (Switch, Enter, Merge, loops included) but not into
+v2 branch functions: a gradient captured by a `tf.cond` v2 branch is a leaf
+there, so `apply_gradients` inside such a branch checks only what was
+computed inside it.
 
 All of it runs once, while the graph is built; nothing is added to a step.
 """
 
 import contextlib
-import numbers
 import re
-import warnings
 import weakref
 from typing import Iterable, Iterator
 
-import numpy as np
 import tensorflow as tf
 
-from mp_optimizer.managers import _graph
+from mp_optimizer._internal import per_graph
+from mp_optimizer._internal import tensors
 
 _RECORDS = weakref.WeakKeyDictionary()  # graph -> {"scaled": set, "unscaled": set}
 # graph -> ids of the optimizers' scale tensors and scale variables' handles.
@@ -56,12 +50,11 @@ _SCALED, _SAW_SCALE, _SEEDED, _DIVIDED = 1, 2, 4, 8
 _MAX_PASSES = 64
 
 
-def _record(kind: str, tensors: Iterable) -> None:
-  for tensor in tensors:
+def _record(kind: str, made: Iterable) -> None:
+  for tensor in made:
     if tensor is None:
       continue
-    if isinstance(tensor, tf.IndexedSlices):
-      tensor = tensor.values
+    tensor = tensors.values(tensor)
     _RECORDS.setdefault(tensor.graph, {"scaled": set(), "unscaled": set()})[
         kind].add(tensor.ref())
 
@@ -105,54 +98,12 @@ def allow_unscaled_gradients() -> Iterator[None]:
   Raises:
     RuntimeError: Under eager execution.
   """
-  graph = _graph.require_graph("mp_optimizer.allow_unscaled_gradients")
+  graph = per_graph.require_graph("mp_optimizer.allow_unscaled_gradients")
   _ALLOWED[graph] = _ALLOWED.get(graph, 0) + 1
   try:
     yield
   finally:
     _ALLOWED[graph] -= 1
-
-
-def check_grads_and_vars(grads_and_vars) -> tuple:
-  """Returns `grads_and_vars` as a tuple of pairs, gradients as tensors.
-
-  Accepts what TF's `apply_gradients` accepts: a gradient may be a tensor
-  (a ref tensor too), an `IndexedSlices`, a variable (such as what
-  `accumulator.assign_add(g)` returns), a NumPy array or number (converted
-  with `tf.convert_to_tensor`, as TF does), or None. Nothing is built unless
-  every pair passes.
-
-  Raises:
-    TypeError: If an entry is not a (gradient, variable) pair, or a gradient
-      is none of the above.
-    ValueError: If there are no pairs, or every gradient is None (with
-      TensorFlow's messages for both).
-  """
-  pairs = tuple(grads_and_vars)
-  if not pairs:
-    raise ValueError("No variables provided. (`grads_and_vars` is empty: "
-                     "pass the pairs `compute_gradients` returned.)")
-  for pair in pairs:  # Check everything before building anything.
-    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-      raise TypeError("`grads_and_vars` must hold (gradient, variable) pairs, "
-                      f"got the entry {pair!r}.")
-    grad, var = pair
-    if not (grad is None or isinstance(grad, _GRADIENT_TYPES) or
-            isinstance(grad, numbers.Number) and not isinstance(grad, bool)):
-      raise TypeError(
-          "Gradient must be convertible to a Tensor or IndexedSlices, or "
-          f"None: the gradient for {getattr(var, 'name', var)} is {grad!r} "
-          f"(type {type(grad).__name__}); expected a tf.Tensor, "
-          "tf.IndexedSlices, tf.Variable, NumPy array or None.")
-  converted = [(g if g is None or isinstance(g, (tf.Tensor, tf.IndexedSlices))
-                else tf.convert_to_tensor(g), v) for g, v in pairs]
-  if all(grad is None for grad, _ in converted):
-    raise ValueError(
-        "No gradients provided for any variable: "
-        f"{[str(var) for _, var in converted]}. (Every gradient in "
-        "`grads_and_vars` is None: the loss does not depend on these "
-        "variables, or an op between them has no gradient.)")
-  return tuple(converted)
 
 
 def record_scale_source(loss_scale) -> None:
@@ -171,12 +122,6 @@ def record_scale_source(loss_scale) -> None:
     _SOURCES.setdefault(handle.graph, set()).add(id(handle))
 
 
-def _start(grad):
-  return grad.values if isinstance(grad, tf.IndexedSlices) else grad
-
-
-_GRADIENT_TYPES = (tf.Tensor, tf.IndexedSlices, tf.Variable, np.ndarray,
-                   np.number)
 _PASS_THROUGH = frozenset(("Identity", "Cast", "Snapshot"))
 _DIVISIONS = frozenset(("RealDiv", "Div", "DivNoNan"))
 _RECIPROCALS = frozenset(("Reciprocal", "Inv"))
@@ -306,9 +251,9 @@ def check_unscaled(grads_and_vars) -> None:
   Raises:
     ValueError: Naming the variable whose gradient is wrong and the fix.
   """
-  pairs = [(_start(g), v) for g, v in grads_and_vars if g is not None]
+  pairs = [(tensors.values(g), v) for g, v in grads_and_vars if g is not None]
   bits = _walk(g for g, _ in pairs)
-  allowed = _ALLOWED.get(_graph.require_graph(
+  allowed = _ALLOWED.get(per_graph.require_graph(
       "LossScaleOptimizer.apply_gradients"), 0) > 0
   for grad, var in pairs:
     reached = bits.get(id(grad), 0)
@@ -341,19 +286,3 @@ def check_unscaled(grads_and_vars) -> None:
           "`with mp_optimizer.allow_unscaled_gradients():`.")
 
 
-def warn_if_bfloat16_only(loss: tf.Tensor) -> None:
-  """Warns when the ops behind `loss` use bfloat16 and never float16."""
-  seen, stack, dtypes = set(), [loss.op], set()
-  while stack:
-    op = stack.pop()
-    if op in seen:
-      continue
-    seen.add(op)
-    dtypes.update(t.dtype.base_dtype for t in op.outputs)
-    stack.extend(t.op for t in op.inputs)
-  if tf.bfloat16 in dtypes and tf.float16 not in dtypes:
-    warnings.warn(
-        f"The loss {loss.name} is computed in bfloat16 without any float16 "
-        "op. bfloat16 has float32's exponent range, so its gradients do not "
-        "underflow and loss scaling only adds work: use the inner optimizer "
-        "directly.", UserWarning, stacklevel=3)

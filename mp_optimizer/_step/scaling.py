@@ -1,20 +1,33 @@
 """Scaling a loss up and gradients back down, without densifying anything.
 
-Both record what they made with `mp_optimizer.misuse`, so `apply_gradients`
-can tell gradients that went through here from ones that did not.
+Both record what they made with `ancestry`, so `apply_gradients` can tell
+gradients that went through here from ones that did not. `read_loss_scale`
+reads the scale once, for a step that must use one S for both.
 """
 
 from typing import List, Sequence
 
 import tensorflow as tf
 
-from mp_optimizer import misuse
-from mp_optimizer.managers.finite import Gradient
+from mp_optimizer import managers
+from mp_optimizer._internal import tensors
+from mp_optimizer._internal.tensors import Gradient
+from mp_optimizer._step import ancestry
 
 # float32's smallest normal number, 2**-126. A scale above 2**126 has a
 # subnormal reciprocal, which TensorFlow flushes to zero on CPU: every unscaled
 # gradient would be exactly 0 and the step would pass as finite.
 SMALLEST_NORMAL_RECIPROCAL = 2.0**-126
+
+
+def read_loss_scale(manager: managers.LossScaleManager) -> tf.Tensor:
+  """Returns one read of `manager`'s scale as a float32 tensor.
+
+  `get_loss_scale()` may return the scale variable itself (as contrib did),
+  which reads anew wherever it is used; a step that must use one S for
+  several things (scale the loss, unscale the gradients) reads it here once.
+  """
+  return tf.convert_to_tensor(manager.get_loss_scale(), name="loss_scale_read")
 
 
 def check_loss(loss) -> tf.Tensor:
@@ -43,7 +56,7 @@ def scale_loss(loss: tf.Tensor, loss_scale: tf.Tensor) -> tf.Tensor:
   """
   scaled = tf.multiply(loss, tf.cast(loss_scale, loss.dtype),
                        name="scaled_loss")
-  misuse.record_scaled_loss(scaled)
+  ancestry.record_scaled_loss(scaled)
   return scaled
 
 
@@ -75,14 +88,8 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor) -> List[Gradient]:
   inverse = tf.math.reciprocal(loss_scale)
   inverse = tf.where(inverse >= SMALLEST_NORMAL_RECIPROCAL, inverse,
                      float("nan"), name="inverse_loss_scale")
-  result = []
-  for grad in grads:
-    if grad is None:
-      result.append(None)
-    elif isinstance(grad, tf.IndexedSlices):
-      result.append(tf.IndexedSlices(_unscale_dense(grad.values, inverse),
-                                     grad.indices, grad.dense_shape))
-    else:
-      result.append(_unscale_dense(tf.convert_to_tensor(grad), inverse))
-  misuse.record_unscaled(result)
+  result = [None if grad is None else tensors.with_values(
+      grad, _unscale_dense(tf.convert_to_tensor(tensors.values(grad)), inverse))
+            for grad in grads]
+  ancestry.record_unscaled(result)
   return result

@@ -20,7 +20,7 @@ finite gradient into a NaN, an Inf or zeros. A non-finite entry propagates
 (`Inf / Inf` is NaN), so the optimizer checks the norm-clipped gradients,
 exactly what the update will use: a step whose clipped gradients are not
 finite (also a sum over replicas that overflowed) is skipped and counted as
-an overflow (see `mp_optimizer.step`). `clipvalue` maps Inf to the limit, so
+an overflow (see `mp_optimizer._step.step`). `clipvalue` maps Inf to the limit, so
 with it the unclipped gradients are checked.
 
 Sparse gradients stay `tf.IndexedSlices`. Their duplicate indices are summed
@@ -34,7 +34,8 @@ from typing import List, Optional
 
 import tensorflow as tf
 
-from mp_optimizer.managers import _validation
+from mp_optimizer._internal import tensors
+from mp_optimizer._internal import validation
 
 Gradients = List[Optional[object]]
 
@@ -48,16 +49,6 @@ def _merge_duplicates(grad):
   return tf.IndexedSlices(values, unique, grad.dense_shape)
 
 
-def _values(grad) -> tf.Tensor:
-  return grad.values if isinstance(grad, tf.IndexedSlices) else grad
-
-
-def _with_values(grad, values: tf.Tensor):
-  if isinstance(grad, tf.IndexedSlices):
-    return tf.IndexedSlices(values, grad.indices, grad.dense_shape)
-  return values
-
-
 def _wide(values: tf.Tensor) -> tf.Tensor:
   """float32 (float64 stays float64) for the norm arithmetic."""
   return values if values.dtype == tf.float64 else tf.cast(values, tf.float32)
@@ -65,7 +56,7 @@ def _wide(values: tf.Tensor) -> tf.Tensor:
 
 def _norm_clip(grads: list, limit: float) -> list:
   """Clips `grads` (non-None) to a joint L2 norm of `limit`, robustly."""
-  wide = [_wide(_values(g)) for g in grads]
+  wide = [_wide(tensors.values(g)) for g in grads]
   dtype = tf.float64 if any(w.dtype == tf.float64 for w in wide) else tf.float32
   wide = [tf.cast(w, dtype) for w in wide]
   largest = tf.reduce_max(tf.stack([tf.reduce_max(tf.abs(w)) for w in wide]))
@@ -74,13 +65,14 @@ def _norm_clip(grads: list, limit: float) -> list:
   ratio = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(q)) for q in quotients]))
   clip = largest * ratio > limit  # Inf > limit; NaN is not: g stays NaN.
   factor = limit / ratio
-  return [_with_values(g, tf.cast(tf.where(clip, q * factor, w),
-                                  _values(g).dtype))
+  return [tensors.with_values(g, tf.cast(tf.where(clip, q * factor, w),
+                                         tensors.values(g).dtype))
           for g, q, w in zip(grads, quotients, wide)]
 
 
 def _value_clip(grad, limit: float):
-  return _with_values(grad, tf.clip_by_value(_values(grad), -limit, limit))
+  return tensors.with_values(
+      grad, tf.clip_by_value(tensors.values(grad), -limit, limit))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,7 +128,7 @@ def make_clip(clipnorm: Optional[float] = None,
              "global_clipnorm": global_clipnorm}
   given = {name: value for name, value in options.items() if value is not None}
   for name, value in given.items():
-    given[name] = _validation.check_greater(name, value, 0.0)
+    given[name] = validation.check_greater(name, value, 0.0)
   if len(given) > 1:
     raise ValueError(
         "Only one of `clipnorm`, `clipvalue` and `global_clipnorm` can be "

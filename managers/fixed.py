@@ -4,8 +4,8 @@ import weakref
 
 import tensorflow as tf
 
-from mp_optimizer.managers import _graph
-from mp_optimizer.managers import _validation
+from mp_optimizer._internal import per_graph
+from mp_optimizer._internal import validation
 from mp_optimizer.managers import base
 
 
@@ -40,8 +40,8 @@ class FixedLossScaleManager(base.LossScaleManager):
   """
 
   def __init__(self, loss_scale: float, *, skip_nonfinite_steps: bool = True):
-    self._loss_scale = _validation.check_at_least("loss_scale", loss_scale, 1.0)
-    self._skip = _validation.check_bool("skip_nonfinite_steps",
+    self._loss_scale = validation.check_at_least("loss_scale", loss_scale, 1.0)
+    self._skip = validation.check_bool("skip_nonfinite_steps",
                                         skip_nonfinite_steps)
     self._constants = weakref.WeakKeyDictionary()
 
@@ -60,7 +60,7 @@ class FixedLossScaleManager(base.LossScaleManager):
     The same tensor every time, in the outermost graph, so it can be fetched
     after the graph is finalized (in a hook) and used inside control flow.
     """
-    graph = _graph.require_graph("FixedLossScaleManager.get_loss_scale")
+    graph = per_graph.require_graph("FixedLossScaleManager.get_loss_scale")
     found = self._constants.get(graph)
     if found is None:
       with tf.init_scope(), graph.name_scope(None):

@@ -30,7 +30,8 @@ from typing import Dict, Iterable, List, Optional, Tuple, Union
 
 import tensorflow as tf
 
-Gradient = Optional[Union[tf.Tensor, tf.IndexedSlices]]
+from mp_optimizer._internal import tensors
+from mp_optimizer._internal.tensors import Gradient
 
 # Gradients of up to this many entries are added to others of their shape
 # before the reduction (see BENCHMARKS.md for the measurement behind it).
@@ -40,15 +41,15 @@ _SUM_DTYPES = (tf.float32, tf.float64)
 
 
 def _summable(grad: Union[tf.Tensor, tf.IndexedSlices]) -> tf.Tensor:
-  values = grad.values if isinstance(grad, tf.IndexedSlices) else grad
-  values = tf.convert_to_tensor(values)
+  values = tf.convert_to_tensor(tensors.values(grad))
   if values.dtype not in _SUM_DTYPES:
     # float16/bfloat16 sums would overflow near 65504; sum in float32.
     values = tf.cast(values, tf.float32)
   return values
 
 
-def _group_key(values: tf.Tensor) -> Optional[Tuple]:
+def group_key(values: tf.Tensor) -> Optional[Tuple]:
+  """(shape, dtype, device) of a tensor small enough to add to others, else None."""
   shape = values.shape
   if not shape.is_fully_defined() or shape.num_elements() > GROUP_MAX_ELEMENTS:
     return None
@@ -63,7 +64,7 @@ def _groups(grads: Iterable[Gradient]) -> List[List[tf.Tensor]]:
     if grad is None:
       continue
     values = _summable(grad)
-    key = _group_key(values)
+    key = group_key(values)
     if key is None:
       groups.append([values])
     elif key in grouped:
@@ -120,8 +121,7 @@ def all_finite_in_sync(grads) -> tf.Tensor:
     A scalar `tf.bool` tensor, identical on every replica.
   """
   grads = list(grads)
-  if not (tf.distribute.has_strategy() and
-          tf.distribute.in_cross_replica_context()):
+  if not tensors.in_cross_replica_context():
     return all_finite(grads)
   strategy = tf.distribute.get_strategy()
   if strategy.num_replicas_in_sync == 1:

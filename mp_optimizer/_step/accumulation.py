@@ -39,9 +39,9 @@ from typing import Callable, Dict, List, Tuple
 
 import tensorflow as tf
 
-from mp_optimizer.managers import _tracking
-from mp_optimizer.managers import _validation
-from mp_optimizer import gating
+from mp_optimizer._internal import tracking
+from mp_optimizer._internal import validation
+from mp_optimizer._step import gate
 
 _PREFIX = "gradient_accumulation"
 
@@ -50,7 +50,7 @@ def check_steps(steps):
   """Validates `gradient_accumulation_steps`: None, or an int >= 2."""
   if steps is None:
     return None
-  return _validation.check_positive_int("gradient_accumulation_steps", steps,
+  return validation.check_positive_int("gradient_accumulation_steps", steps,
                                         minimum=2)
 
 
@@ -68,7 +68,7 @@ class GradientAccumulator:
   same or different `var_list`s) keeps two windows that never mix.
   """
 
-  def __init__(self, owner: _tracking.Trackable, steps: int):
+  def __init__(self, owner: tracking.Trackable, steps: int):
     self._owner = owner
     self._steps = steps
     # graph -> [(accumulators by variable ref, counter)], one per train op.
@@ -99,14 +99,14 @@ class GradientAccumulator:
                 use_resource=True,
                 synchronization=tf.VariableSynchronization.ON_READ,
                 aggregation=tf.VariableAggregation.SUM)
-          _tracking.track(self._owner, accumulators[var.ref()],
+          tracking.track(self._owner, accumulators[var.ref()],
                           f"{prefix}/{var.op.name}")
         counter = tf.compat.v1.Variable(
             0, dtype=tf.int64, name=f"{prefix}/micro_steps", trainable=False,
             use_resource=True,
             synchronization=tf.VariableSynchronization.ON_WRITE,
             aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-        _tracking.track(self._owner, counter, f"{prefix}/micro_steps")
+        tracking.track(self._owner, counter, f"{prefix}/micro_steps")
       windows.append((accumulators, counter))
       return accumulators, counter
 
@@ -129,7 +129,7 @@ class GradientAccumulator:
     Returns:
       A function of the gate's pivot returning the micro-step's op (see the
       module docstring); replica functions re-enter the pivot
-      (`gating.on_each_replica`).
+      (`gate.on_each_replica`).
     """
     pairs = [(g, v) for g, v in grads_and_vars if g is not None]
     accumulators, counter = self._new_window([v for _, v in pairs])
@@ -150,7 +150,7 @@ class GradientAccumulator:
                                     read_value=False))
       return tf.group(*ops)
 
-    added = gating.on_each_replica(strategy, pivot, add,
+    added = gate.on_each_replica(strategy, pivot, add,
                                      tuple(g for g, _ in pairs))
     with tf.control_dependencies([strategy.group(added)]):
       counted = counter.assign_add(1, read_value=False)
@@ -180,4 +180,4 @@ class GradientAccumulator:
                           for components in parts for c in components],
                         counter.assign(0, read_value=False))
 
-    return gating.gate(count >= self._steps, apply_window, tf.no_op)
+    return gate.gate(count >= self._steps, apply_window, tf.no_op)
