@@ -73,24 +73,25 @@ class LossScaleOptimizer(Optimizer):
     clipvalue: Keyword-only: clip each unscaled gradient entry to
       [-clipvalue, clipvalue].
     global_clipnorm: Keyword-only: clip all unscaled gradients to this joint
-      L2 norm. At most one of the three clip options may be set; clipping
-      happens in `apply_gradients` after the finite check, on what the update
-      will use (see `mp_optimizer._step.clipping`).
+      L2 norm. At most one of the three clip options may be set. Clipping
+      happens in `apply_gradients`, on what the update will use; a norm clip
+      comes before the finite check, which then checks the clipped update
+      (see `mp_optimizer._step.clipping`).
     gradient_accumulation_steps: Keyword-only None or an int >= 2: apply the
       mean of that many finite micro-steps once (see
       `mp_optimizer._step.accumulation`).
     overflow_report: Keyword-only True, False or an
-      `report.OverflowReport`: on a skipped step, print which variables'
-      gradients held NaN/Inf (see `mp_optimizer.overflow`).
+      `mp_optimizer.overflow.OverflowReport`: on a skipped step, print which
+      variables' gradients held NaN/Inf.
 
   Raises:
     TypeError: If `opt` or `loss_scale_manager` is missing or has the wrong
       type (a TypeError that is also a ValueError, which TF raised), an
       option is not a number, or `overflow_report` is not a bool or an
-      `report.OverflowReport`. The message names the fix: swapped
-      arguments, a class instead of an instance, a string or number (that is
-      `MixedPrecisionLossScaleOptimizer`'s), an object from a user's own
-      `managers` folder.
+      `OverflowReport`. The message names the fix: swapped arguments, a class
+      instead of an instance, a string or number (that is
+      `MixedPrecisionLossScaleOptimizer`'s), an object with a manager's
+      methods that is not a `managers.LossScaleManager`.
     ValueError: If `opt` is already a `LossScaleOptimizer` or TF's
       `MixedPrecisionLossScaleOptimizer`, or is a `SyncReplicasOptimizer`
       (wrap the other way round), or an option is out of range.

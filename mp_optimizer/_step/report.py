@@ -37,7 +37,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import tensorflow as tf
 
-from mp_optimizer import managers
+from mp_optimizer.managers import finite
 from mp_optimizer._internal import tensors
 from mp_optimizer._internal import validation
 
@@ -135,11 +135,11 @@ def _grouped_codes(labelled) -> Tuple[List[str], tf.Tensor]:
   """Codes of all tensors, grouped by the finite check's rule.
 
   Same shape, dtype and device, and small enough that stacking costs little
-  (`managers.finite.GROUP_MAX_ELEMENTS`); larger tensors are checked on their own.
+  (`finite.GROUP_MAX_ELEMENTS`); larger tensors are checked on their own.
   """
   groups: Dict[Any, List[Tuple[str, tf.Tensor]]] = {}
   for index, (label, tensor) in enumerate(labelled):
-    key = managers.finite.group_key(tensor)
+    key = finite.group_key(tensor)
     groups.setdefault(index if key is None else key, []).append(
         (label, tensor))
   labels, codes = [], []
@@ -180,13 +180,13 @@ def _report(settings: OverflowReport, prefix: str, grads,
     return tf.print(line, output_stream=settings.output_stream)
 
 
-def when_skipped(settings: Optional[OverflowReport], prefix: str,
+def when_skipped(settings: OverflowReport, prefix: str,
                  count: Callable[[], tf.Operation], grads_and_vars,
                  scale: tf.Tensor) -> Callable[[], tf.Operation]:
   """The skipped side of the step's gate: the skip count, and the report.
 
   Args:
-    settings: The report's settings, or None for no report.
+    settings: The report's settings.
     prefix: What the line says happened ("step skipped", "micro-step
       dropped").
     count: Builds the op that counts the skip.
@@ -197,7 +197,7 @@ def when_skipped(settings: Optional[OverflowReport], prefix: str,
   Returns:
     A function building the skipped side's op.
   """
-  if settings is None or all(g is None for g, _ in grads_and_vars):
+  if all(g is None for g, _ in grads_and_vars):
     return count
 
   def skipped():

@@ -188,10 +188,12 @@ def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
   scale = read_loss_scale(parts.manager)
   if parts.manager.skips_nonfinite_steps:
     finite = managers.all_finite_in_sync(g for g, _ in checked)
-    when_skipped = report.when_skipped(
-        parts.overflow_report,
-        "micro-step dropped" if parts.accumulator else "step skipped",
-        parts.skip_counter.add_one, grads_and_vars, scale)
+    when_skipped = parts.skip_counter.add_one
+    if parts.overflow_report is not None:
+      when_skipped = report.when_skipped(
+          parts.overflow_report,
+          "micro-step dropped" if parts.accumulator else "step skipped",
+          when_skipped, grads_and_vars, scale)
     applied = gate.gate(finite, use,
                         lambda: _skip(when_skipped, grads_and_vars,
                                       global_step))
