@@ -48,3 +48,32 @@ def assert_bit_identical(testcase, before: Dict[str, np.ndarray],
     a, b = before[name], after[name]
     testcase.assertEqual(a.dtype, b.dtype, name)
     testcase.assertEqual(a.tobytes(), b.tobytes(), f"{name} changed")
+
+
+def _case_name(value) -> str:
+  """A readable test-name part for one parameter value."""
+  if isinstance(value, bool):
+    return str(value).lower()
+  if isinstance(value, (int, float, np.floating)):
+    return f"{value:g}".replace("+", "").replace("-", "minus")
+  if isinstance(value, str):
+    return value
+  if isinstance(value, (tuple, list)):
+    return "_to_".join(_case_name(v) for v in value)
+  if isinstance(value, dict):
+    return "_".join(f"{k}_{_case_name(v)}" for k, v in value.items())
+  return getattr(value, "__name__", type(value).__name__).strip("_")
+
+
+def named_product(**axes) -> List[dict]:
+  """`parameterized.product`, with each case named by its values.
+
+  For `@parameterized.named_parameters(named_product(a=[1, 2], b=["x"]))`
+  the cases are `a_1_b_x` and `a_2_b_x`, so a failure names what broke.
+  """
+  cases = [{}]
+  for axis, values in axes.items():
+    cases = [{**case, axis: value} for case in cases for value in values]
+  return [dict(testcase_name="_".join(f"{axis}_{_case_name(value)}"
+                                      for axis, value in case.items()),
+               **case) for case in cases]

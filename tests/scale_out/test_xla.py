@@ -100,7 +100,7 @@ class _Cases:
             steps.append((harness.snapshot(s, watched), compiled, s.run(scale)))
       return steps
 
-    @parameterized.product(face=sorted(FACES), loss=sorted(LOSSES))
+    @parameterized.named_parameters(harness.named_product(face=sorted(FACES), loss=sorted(LOSSES)))
     def test_trains_like_the_inner_optimizer(self, face, loss):
       ours = self._train(FACES[face], loss, [1.0] * 3, xla=True)
       self.assertGreater(min(compiled for _, compiled, _ in ours), 0,
@@ -188,7 +188,8 @@ class AutoClusteringProcessTest(parameterized.TestCase):
   def test_auto_clustering_tests_pass_in_a_fresh_process(self):
     expected = len(unittest.defaultTestLoader.getTestCaseNames(
         AutoClusteringTest))
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="2",
                TF_XLA_FLAGS=f"{os.environ.get('TF_XLA_FLAGS', '')} "
                             f"{CPU_JIT_FLAG}".strip())

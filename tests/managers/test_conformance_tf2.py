@@ -16,6 +16,8 @@ from mp_optimizer import managers
 import mp_optimizer
 from tests import control_flow
 
+from tests import harness
+
 v1 = tf.compat.v1
 tf_mp = v1.mixed_precision
 
@@ -202,8 +204,9 @@ def _outcome(make):
 class ArgumentsLikeTfTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
-      (f"{arg}_{i}", arg, value, tf_outcome, ours)
-      for i, (arg, value, tf_outcome, ours) in enumerate(DYNAMIC_ARGS))
+      (f"{arg}_{harness._case_name(value)}_{type(value).__name__}", arg, value,
+       tf_outcome, ours)
+      for arg, value, tf_outcome, ours in DYNAMIC_ARGS)
   def test_dynamic(self, arg, value, tf_outcome, ours):
     with tf.Graph().as_default():
       self.assertEqual(
@@ -213,8 +216,9 @@ class ArgumentsLikeTfTest(parameterized.TestCase):
           _outcome(lambda: managers.DynamicLossScale(**{arg: value})), ours)
 
   @parameterized.named_parameters(
-      (f"fixed_{i}", value, tf_outcome, ours)
-      for i, (value, tf_outcome, ours) in enumerate(FIXED_ARGS))
+      (f"fixed_{harness._case_name(value)}_{type(value).__name__}", value,
+       tf_outcome, ours)
+      for value, tf_outcome, ours in FIXED_ARGS)
   def test_fixed(self, value, tf_outcome, ours):
     self.assertEqual(_outcome(lambda: _tf(lambda: tf_mp.FixedLossScale(value))),
                      tf_outcome)

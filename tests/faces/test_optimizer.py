@@ -32,10 +32,10 @@ def _ancestors(op):
 
 class SkipNonFiniteStepTest(parameterized.TestCase):
 
-  @parameterized.product(optimizer=sorted(models.OPTIMIZERS),
+  @parameterized.named_parameters(harness.named_product(optimizer=sorted(models.OPTIMIZERS),
                          poison=[np.nan, np.inf],
                          manager=sorted(MANAGERS),
-                         legacy=[False, True])
+                         legacy=[False, True]))
   def test_poisoned_step_changes_nothing_but_the_scale(
       self, optimizer, poison, manager, legacy):
     with models.legacy_graph_behavior(legacy), tf.Graph().as_default() as g:

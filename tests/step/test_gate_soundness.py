@@ -174,8 +174,8 @@ def _bare_after_clean_steps(inner_class, legacy, steps):
 
 class GateSoundnessTest(parameterized.TestCase):
 
-  @parameterized.product(inner=sorted(INNER), poison=[np.nan, np.inf],
-                         legacy=[False, True])
+  @parameterized.named_parameters(harness.named_product(inner=sorted(INNER), poison=[np.nan, np.inf],
+                         legacy=[False, True]))
   def test_skipped_step_runs_nothing_the_inner_apply_built(
       self, inner, poison, legacy):
     inner_class, in_apply = INNER[inner]
@@ -204,7 +204,7 @@ class GateSoundnessTest(parameterized.TestCase):
     self.assertEqual(second_tags, {"loss"})
     self.assertEqual(third_tags, {"loss"} | in_apply)
 
-  @parameterized.product(inner=sorted(INNER), legacy=[False, True])
+  @parameterized.named_parameters(harness.named_product(inner=sorted(INNER), legacy=[False, True]))
   def test_skipped_micro_step_runs_nothing_the_window_apply_built(
       self, inner, legacy):
     # Two finite micro-steps around a NaN one close one window; the mean of
@@ -241,9 +241,9 @@ class GateSoundnessTest(parameterized.TestCase):
 
 class MirroredGateSoundnessTest(parameterized.TestCase):
 
-  @parameterized.product(
+  @parameterized.named_parameters(harness.named_product(
       inner=["escaped_update", "counting_finish", "colocated_init_scope"],
-      replica=[0, 1])
+      replica=[0, 1]))
   def test_one_replica_overflowing_runs_nothing_on_any_replica(
       self, inner, replica):
     run = mirrored.MirroredRun(self, lambda: mp_optimizer.LossScaleOptimizer(

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 import mp_optimizer
+from tests import harness
 from tests import models
 
 v1 = tf.compat.v1
@@ -62,7 +63,7 @@ GROWING = lambda: managers.ExponentialUpdateLossScaleManager(  # x2 each step
 
 class AccumulationTest(parameterized.TestCase):
 
-  @parameterized.product(inner=["sgd", "adam"], manager=["fixed", "growing"])
+  @parameterized.named_parameters(harness.named_product(inner=["sgd", "adam"], manager=["fixed", "growing"]))
   def test_micro_batches_equal_one_big_batch(self, inner, manager):
     # "growing" doubles the loss scale on every micro-step: the scale changes
     # inside every window, and the result must not notice.

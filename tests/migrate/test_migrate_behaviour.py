@@ -1,6 +1,6 @@
 """Legacy model code converted by mp-optimizer-migrate, then run.
 
-The fixtures in tests/migrate_fixtures/ are written in the shape of public
+The fixtures in tests/migrate/fixtures/ are written in the shape of public
 model zoos. `python -m mp_optimizer.migrate --in-place` converts copies of
 them; each test then checks what the converted code does on tiny data, next
 to TensorFlow running the original where TensorFlow still can, or the exact
@@ -22,7 +22,7 @@ from tests import converted_files
 from tests import harness
 
 v1 = tf.compat.v1
-FIXTURES = pathlib.Path(__file__).resolve().parent / "migrate_fixtures"
+FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 _SKIPS = ("now skips steps with NaN/Inf gradients where TensorFlow applied "
           "them; to keep TensorFlow's behaviour write ")
 _SUBCLASS = (

@@ -178,7 +178,7 @@ class FloorPolicyTest(parameterized.TestCase):
   # The guard must see the scale each step used: a step at scale 2 that
   # shrinks to 1 is not yet at the floor. Repeated, because a guard that
   # read the scale unordered against the shrink failed in some runs only.
-  @parameterized.parameters(*range(10))
+  @parameterized.named_parameters((f"trial_{i}", i) for i in range(10))
   def test_fails_after_n_overflows_at_the_floor(self, trial):
     del trial  # Each trial is a fresh graph and session.
     # Step 0 shrinks 2 -> 1 (not yet at the floor); steps 1, 2, 3 overflow at
@@ -190,7 +190,7 @@ class FloorPolicyTest(parameterized.TestCase):
                    "NaN in the data", "65504", "fail_at_floor_after=3"):
       self.assertIn(needle, message)
 
-  @parameterized.parameters(*range(10))
+  @parameterized.named_parameters((f"trial_{i}", i) for i in range(10))
   def test_a_finite_step_resets_the_streak(self, trial):
     del trial
     done, error = self._train({0, 1, 2, 4, 5, 7, 8}, 10,

@@ -13,7 +13,7 @@ import tempfile
 
 from absl.testing import parameterized
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 _LEGACY = ("import tensorflow as tf\n\n"
            "opt = tf.contrib.mixed_precision.LossScaleOptimizer(opt, manager)\n")
 

@@ -27,7 +27,7 @@ import mp_optimizer
 from mp_optimizer import contrib
 from tests import harness
 from tests import models
-from tests import test_checkpoint as ckpt
+from tests.scale_out import test_checkpoint as ckpt
 
 v1 = tf.compat.v1
 tf_mp = tf.compat.v1.mixed_precision
@@ -117,7 +117,7 @@ RESTORERS = {"saver": _with_saver, "warm_start": _with_warm_start}
 
 class ContribCheckpointTest(parameterized.TestCase):
 
-  @parameterized.product(
+  @parameterized.named_parameters(harness.named_product(
       restorer=sorted(RESTORERS),
       step=[
           # good_steps 3 + 1 reaches incr_every_n_steps 4: the scale grows.
@@ -125,7 +125,7 @@ class ContribCheckpointTest(parameterized.TestCase):
           # bad_steps 1 + 1 reaches decr_every_n_nan_or_inf 2: it shrinks.
           dict(first_step=np.inf, scale=f32(512) * f32(0.8), good=0, bad=0,
                applied=0),
-      ])
+      ]))
   def test_restores_and_continues_from_the_saved_counters(self, restorer,
                                                           step):
     path, saved = _write_contrib_checkpoint()
@@ -150,10 +150,10 @@ class ContribCheckpointTest(parameterized.TestCase):
 class TensorFlowCheckpointTest(parameterized.TestCase):
   """TF's built-in writes, ours continues (and the other way round)."""
 
-  @parameterized.product(
+  @parameterized.named_parameters(harness.named_product(
       fmt=sorted(ckpt.FORMATS), optimizer=["momentum", "adam"],
       direction=[("tf_builtin", "ours"), ("tf_builtin", "ours_from_tf_object"),
-                 ("ours", "tf_builtin")])
+                 ("ours", "tf_builtin")]))
   def test_training_continues_bit_for_bit(self, fmt, optimizer, direction):
     wraps = {"tf_builtin": tf_builtin, "ours": ckpt.tf2_face,
              "ours_from_tf_object": ours_from_tf_object}

@@ -1,6 +1,6 @@
 """`mp_optimizer.nvidia_environment`: NVIDIA's container variables honoured.
 
-The fixture tests/migrate_fixtures/nvidia_runner.py is shaped like an NVIDIA
+The fixture tests/migrate/fixtures/nvidia_runner.py is shaped like an NVIDIA
 container's ResNet runner, which set TF_ENABLE_AUTO_MIXED_PRECISION_* under
 an --amp flag and otherwise trained a float32 model with a plain optimizer.
 Run unchanged under `python -m mp_optimizer.nvidia_environment`, it must
@@ -23,7 +23,7 @@ from mp_optimizer import nvidia_environment
 from tests import converted_files
 
 v1 = tf.compat.v1
-RUNNER = (pathlib.Path(__file__).resolve().parent / "migrate_fixtures" /
+RUNNER = (pathlib.Path(__file__).resolve().parents[1] / "migrate" / "fixtures" /
           "nvidia_runner.py")
 _OPTIMIZER = "      opt = v1.train.MomentumOptimizer(learning_rate, momentum=0.9)\n"
 _VARIABLES = ("TF_ENABLE_AUTO_MIXED_PRECISION",

@@ -44,8 +44,8 @@ class RecordingSGD(v1.train.GradientDescentOptimizer):
 
 class ClippingTest(parameterized.TestCase):
 
-  @parameterized.product(option=["clipnorm", "clipvalue", "global_clipnorm"],
-                         face=["contrib", "tf2"])
+  @parameterized.named_parameters(harness.named_product(option=["clipnorm", "clipvalue", "global_clipnorm"],
+                         face=["contrib", "tf2"]))
   def test_dense_update_equals_hand_clipped_gradient(self, option, face):
     x_data, y_data = models.regression_data(16)
     with tf.Graph().as_default() as g:

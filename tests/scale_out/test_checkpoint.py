@@ -153,8 +153,8 @@ FACE_STATE = {
 
 class RoundTripTest(parameterized.TestCase):
 
-  @parameterized.product(face=sorted(FACES), fmt=sorted(FORMATS),
-                         optimizer=["momentum", "adam"])
+  @parameterized.named_parameters(harness.named_product(face=sorted(FACES), fmt=sorted(FORMATS),
+                         optimizer=["momentum", "adam"]))
   def test_restored_run_continues_bit_for_bit(self, face, fmt, optimizer):
     path, saved, uninterrupted = train_and_save(FACES[face], optimizer, fmt)
     restored, resumed = restore_and_train(FACES[face], optimizer, fmt, path)

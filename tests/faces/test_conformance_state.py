@@ -17,6 +17,8 @@ from mp_optimizer import managers
 import mp_optimizer
 from tests import control_flow
 
+from tests import harness
+
 v1 = tf.compat.v1
 tf_mp = v1.mixed_precision
 Exp = managers.ExponentialUpdateLossScaleManager
@@ -138,9 +140,9 @@ def _train_graph(opt):
 
 class OneOptimizerTwoGraphsTest(parameterized.TestCase):
 
-  @parameterized.product(mode=control_flow.MODES,
+  @parameterized.named_parameters(harness.named_product(mode=control_flow.MODES,
                          wrap=(_contrib, _tf2, _accumulating),
-                         built_in_graph_a=(True, False))
+                         built_in_graph_a=(True, False)))
   def test_object_checkpoint_saves_the_graph_it_is_saved_in(
       self, mode, wrap, built_in_graph_a):
     with control_flow.control_flow(mode):

@@ -81,7 +81,7 @@ def _table_gradient(opt, loss, table):
 
 class NoDensificationTest(parameterized.TestCase):
 
-  @parameterized.product(face=sorted(FACES), optimizer=["sgd", "adam"])
+  @parameterized.named_parameters(harness.named_product(face=sorted(FACES), optimizer=["sgd", "adam"]))
   def test_gradient_path_holds_no_table_shaped_tensor(self, face, optimizer):
     with tf.Graph().as_default() as graph:
       loss, table = _embedding_loss()

@@ -13,6 +13,7 @@ import tensorflow as tf
 from mp_optimizer import managers
 import mp_optimizer
 from tests import mirrored
+from tests import harness
 from tests import models
 from tests.workers import replicated
 
@@ -69,8 +70,8 @@ class ReplicatedOptionsTest(parameterized.TestCase):
         self.assertEqual(np.asarray(first).tobytes(),
                          np.asarray(value).tobytes(), variable.name)
 
-  @parameterized.product(option=["clip", "accumulate", "clip_and_accumulate"],
-                         legacy=[False, True])
+  @parameterized.named_parameters(harness.named_product(option=["clip", "accumulate", "clip_and_accumulate"],
+                         legacy=[False, True]))
   def test_replicas_agree_and_match_the_single_device_reference(
       self, option, legacy):
     clip, accumulate = "clip" in option, "accumulate" in option

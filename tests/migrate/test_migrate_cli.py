@@ -19,7 +19,7 @@ from absl.testing import parameterized
 
 from mp_optimizer import migrate
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 TF = "import tensorflow as tf\n"
 _SCALE_OPT = ("opt = tf.contrib.mixed_precision.LossScaleOptimizer("
               "opt, manager)\n")
