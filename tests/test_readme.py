@@ -19,7 +19,7 @@ LINES = TEXT.splitlines()
 FIRST_SCREEN = "\n".join(LINES[:50])
 SECTIONS = ["Install", "Convert a script", "Example",
             "The effect, on a real dataset", "Documentation", "Development",
-            "Licence", "Citation"]
+            "Licence", "Background"]
 
 
 class ReadmeTest(absltest.TestCase):
