@@ -7,8 +7,11 @@
 #   make demo-readme  the same, drawing docs/digits_demo.png and writing its
 #                table into README.md
 #   make bert-demo  BERT-style fp16 pre-training: clipping + accumulation
-#   make test    the installed-wheel check, then the test suite on
-#                TensorFlow 2.21 and on TensorFlow 2.15
+#   make test    the installed-wheel check, the test suite on TensorFlow
+#                2.21 and on TensorFlow 2.15 (with every Python block and
+#                link of README.md and docs/), and the documentation build
+#   make docs    the documentation site into site/ (MkDocs, warnings as
+#                errors); open site/index.html
 #   make bench   overhead benchmarks (writes BENCHMARKS.md)
 #   make bench-codemod  mp-optimizer-migrate on a big file and a model-zoo tree
 #   make soak    20,000-step soak run
@@ -22,7 +25,7 @@ PYTEST_ARGS ?=
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo demo-readme bert-demo test test-package test-horovod bench bench-codemod soak venvs clean
+.PHONY: demo demo-readme bert-demo docs test test-package test-horovod bench bench-codemod soak venvs clean
 
 # .venv/tf2.21/.ready: a venv with the pinned requirements and this project.
 $(VENV)/tf%/.ready: requirements/tf%.txt setup.py
@@ -50,19 +53,49 @@ bert-demo: $(VENV)/tf$(NEWEST)/.ready
 # a red TensorFlow version never hides the other.
 test:
 	@failed=""; \
-	for part in test-package test-$(NEWEST) test-$(OLDEST); do \
+	for part in test-package test-$(NEWEST) test-$(OLDEST) docs; do \
 	  $(MAKE) --no-print-directory $$part || failed="$$failed $$part"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "make test: failed:$$failed"; exit 1; fi; \
-	echo "make test: test-package, test-$(NEWEST) and test-$(OLDEST) passed"
+	echo "make test: test-package, test-$(NEWEST), test-$(OLDEST) and docs passed"
+
+# The documentation site. The API pages are read from the docstrings of the
+# package as pip installs it (a copy in .venv/docs/package, without
+# TensorFlow: the docstrings are read, not imported), so they follow the
+# installed layout rather than the repository's folders. With `--strict`
+# any warning fails the build: a broken link or anchor, a page missing from
+# the nav, a docstring that does not parse, an API name that does not
+# resolve. (`--quiet` would hide the warnings from `--strict` too.)
+$(VENV)/docs/.ready: requirements/docs.txt
+	rm -rf $(VENV)/docs
+	$(PYTHON) -m venv $(VENV)/docs
+	$(VENV)/docs/bin/python -m pip install --quiet --disable-pip-version-check \
+	    -r requirements/docs.txt
+	touch $@
+
+docs: $(VENV)/docs/.ready
+	rm -rf $(VENV)/docs/package site
+	$(VENV)/docs/bin/python -m pip install --quiet --disable-pip-version-check \
+	    --no-deps --no-build-isolation --target $(VENV)/docs/package . \
+	    >$(VENV)/docs/install.log 2>&1 || { cat $(VENV)/docs/install.log; exit 1; }
+	rm -rf build *.egg-info
+	MP_OPTIMIZER_PACKAGE=$(VENV)/docs/package NO_MKDOCS_2_WARNING=1 \
+	    $(VENV)/docs/bin/mkdocs build --strict >$(VENV)/docs/build.log 2>&1 \
+	    || { grep -v '^INFO' $(VENV)/docs/build.log; exit 1; }
+	@echo "make docs: site/index.html"
 
 # Builds the sdist, then the wheel from that sdist, installs the wheel (not
 # editable) into its own venv and tests it from an empty directory, so a file
 # missing from the distributions fails here. The sdist's test suite must
-# also collect without errors.
+# also collect without errors, against the installed wheel (the sdist's own
+# package folders are removed first: `managers/` becomes mp_optimizer.managers
+# only when installed).
 $(VENV)/package/.ready: requirements/package.txt requirements/tf$(NEWEST).txt
 	rm -rf $(VENV)/package
 	$(PYTHON) -m venv $(VENV)/package
+	# A pip that shows PEP 639 licence expressions (`pip show`: License-Expression).
+	$(VENV)/package/bin/python -m pip install --quiet --disable-pip-version-check \
+	    pip==26.3
 	$(VENV)/package/bin/python -m pip install --quiet --disable-pip-version-check \
 	    -r requirements/package.txt
 	touch $@
@@ -78,6 +111,7 @@ test-package: $(VENV)/package/.ready
 	    cd $$tmp && $(CURDIR)/$(VENV)/package/bin/python -m pytest -q \
 	    -p no:cacheprovider test_installed_package.py && \
 	    tar xzf $(CURDIR)/dist/*.tar.gz && cd mp_optimizer-* && \
+	    rm -rf mp_optimizer managers && \
 	    $(CURDIR)/$(VENV)/package/bin/python -m pytest -q -p no:cacheprovider \
 	    --collect-only tests >collect.log && tail -n 1 collect.log
 
@@ -117,4 +151,4 @@ soak: $(VENV)/tf$(NEWEST)/.ready
 	    -m soak --run-soak
 
 clean:
-	rm -rf $(VENV) build dist build.log *.egg-info runs
+	rm -rf $(VENV) build dist build.log *.egg-info runs site

@@ -17,7 +17,9 @@ Writes, each run into a fresh folder under `--logdir` (default runs/digits):
 and prints the table, the verdict and a TensorBoard command. Exits with 1 if
 the run did not show the effect (see `demo_report.verdict`).
 
-Run with `make demo`, or: python examples/digits_demo.py --steps 300
+Run with `make demo`, or, with the `examples` extra installed (`pip install
+".[examples]"`: scikit-learn, matplotlib, TensorBoard):
+python examples/digits_demo.py --steps 300
 """
 
 import argparse

@@ -10,7 +10,8 @@ The second `train` resumes the loss scale from the checkpoint.
 runs at INFO, so the example raises TensorFlow's Python log level to INFO.
 
 Needs `tf.estimator`: TensorFlow 2.15 with tensorflow-estimator (2.16 removed
-it). Run: `python examples/estimator_example.py`.
+it), and the `examples` extra (`pip install ".[examples]"`) for
+scikit-learn. Run: `python examples/estimator_example.py`.
 """
 
 import sys

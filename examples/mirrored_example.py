@@ -8,7 +8,8 @@ or a too-large scale would on one device only. The optimizer checks every
 replica's gradients in cross-replica context: every replica skips that step,
 the scale backs off once, and the replicas' weights stay identical.
 
-Run: `python examples/mirrored_example.py` (any supported TF).
+Run: `python examples/mirrored_example.py` (any supported TF), with the
+`examples` extra installed (`pip install ".[examples]"`) for scikit-learn.
 """
 
 import numpy as np

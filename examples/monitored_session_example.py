@@ -10,7 +10,9 @@ only, so session runs minus applied steps is the number of skipped steps.
 every 50 steps; it logs at INFO, so the example raises TensorFlow's Python
 log level from its default (WARN) to INFO.
 
-Run: `python examples/monitored_session_example.py` (any supported TF).
+Run: `python examples/monitored_session_example.py` (any supported TF), with
+the `examples` extra installed (`pip install ".[examples]"`) for
+scikit-learn.
 """
 
 import tempfile

@@ -76,10 +76,10 @@ class LossScaleOptimizer(Optimizer):
       L2 norm. At most one of the three clip options may be set. Clipping
       happens in `apply_gradients`, on what the update will use; a norm clip
       comes before the finite check, which then checks the clipped update
-      (see `mp_optimizer._step.clipping`).
+      (docs: Clipping and accumulation).
     gradient_accumulation_steps: Keyword-only None or an int >= 2: apply the
-      mean of that many finite micro-steps once (see
-      `mp_optimizer._step.accumulation`).
+      mean of that many finite micro-steps once (docs:
+      Clipping and accumulation).
     overflow_report: Keyword-only True, False or an
       `mp_optimizer.overflow.OverflowReport`: on a skipped step, print which
       variables' gradients held NaN/Inf.
@@ -257,7 +257,7 @@ class LossScaleOptimizer(Optimizer):
     any clipping and gradient accumulation; the manager's update runs after
     that and is grouped into the returned op. Under `tf.distribute` this
     happens in cross-replica context and every replica gets the same verdict.
-    See `mp_optimizer._step.step`.
+    The docs' "How a step works" gives the exact semantics.
 
     Args:
       grads_and_vars: `(gradient, variable)` pairs from `compute_gradients`.
@@ -273,7 +273,7 @@ class LossScaleOptimizer(Optimizer):
       ValueError: If `grads_and_vars` is empty or all its gradients are None,
         or it holds gradients of the scaled loss that were never unscaled, or
         gradients of a loss that was never scaled (outside
-        `mp_optimizer.allow_unscaled_gradients()`; see `mp_optimizer._step.ancestry`),
+        `mp_optimizer.allow_unscaled_gradients()`),
         or if the inner apply made a variable initialized from the gated
         update.
     """

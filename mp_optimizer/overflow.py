@@ -3,8 +3,7 @@
 `LossScaleOptimizer(..., overflow_report=True)` prints, on a skipped step
 only, one line naming the variables whose gradients held NaN or Inf;
 `overflow_report=OverflowReport(...)` chooses how many and where the line
-goes. The report is built by `mp_optimizer._step.report`, whose docstring
-describes it in full.
+goes. The docs' "Which gradient overflowed?" describes the line in full.
 """
 
 from mp_optimizer._step.report import OverflowReport

@@ -42,7 +42,10 @@ class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
       the starting scale.
     dynamic_growth_steps: Keyword-only Keras alias, with `loss_scale="dynamic"`
       only: finite steps between increases.
-    clipnorm, clipvalue, global_clipnorm, gradient_accumulation_steps,
+    clipnorm: Keyword-only, as for `LossScaleOptimizer`.
+    clipvalue: Keyword-only, as for `LossScaleOptimizer`.
+    global_clipnorm: Keyword-only, as for `LossScaleOptimizer`.
+    gradient_accumulation_steps: Keyword-only, as for `LossScaleOptimizer`.
     overflow_report: Keyword-only, as for `LossScaleOptimizer`.
 
   Raises:

@@ -1,77 +1,68 @@
-"""The README's examples run as written, and its names exist.
+"""The README is short, and its first screen is enough to start.
 
-Every ```python block that imports tensorflow is a complete program: it runs
-in a fresh interpreter (a subprocess, because programs call
-`disable_eager_execution()`), from a temporary directory. Where the README
-shows what a program prints (a ```text block right after it, introduced by a
-line starting "It prints"), the output must be exactly that. Every other
-```python block must say in its first line that it is a fragment.
+What it must hold, in order: what the project is, how to install it with
+pip, the line that changes for contrib users and for users of TF's built-in,
+one complete example with its output, the demo's picture and table, links
+into docs/, and the development commands last. Its programs, outputs, links
+and names are checked with the pages of docs/ in `tests/test_docs.py`; the
+demo's table in `tests/test_demo_report.py`.
 """
 
-import pathlib
 import re
-import subprocess
-import sys
 
-from absl.testing import parameterized
+from absl.testing import absltest
 
-from mp_optimizer import managers
-import mp_optimizer
+from tests import markdown_pages
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
-TEXT = README.read_text()
-# (program, the output shown after it or None)
-PROGRAMS = [(code, shown or None) for code, shown in re.findall(
-    r"```python\n(.*?)```\n(?:\nIt prints[^\n]*\n\n```text\n(.*?)```)?", TEXT, re.S)
-            if "import tensorflow" in code]
-FRAGMENT = "# fragment"
+TEXT = markdown_pages.README.read_text(encoding="utf-8")
+LINES = TEXT.splitlines()
+FIRST_SCREEN = "\n".join(LINES[:50])
+SECTIONS = ["Install", "Convert a script", "Example",
+            "The effect, on a real dataset", "Documentation", "Development",
+            "Licence", "Background"]
 
 
-class ReadmeTest(parameterized.TestCase):
+class ReadmeTest(absltest.TestCase):
 
-  def test_the_two_setup_commands_come_first(self):
-    first_block = re.search(r"```\n(.*?)```", TEXT, re.S).group(1)
-    self.assertIn("make demo", first_block)
-    self.assertIn("make test", first_block)
+  def test_is_short(self):
+    self.assertLessEqual(len(LINES), 220)
 
-  def test_contents_list_every_section_in_order(self):
-    contents = TEXT[TEXT.index("## Contents\n"):TEXT.index("## Why\n")]
-    listed = re.findall(r"^( *)- \[(.+)\]\(#([^)]+)\)$", contents, re.M)
-    headings = re.findall(r"^(##|###) (.+)$", TEXT, re.M)
-    headings = [(level, title) for level, title in headings
-                if title != "Contents"]
-    self.assertEqual([(indent == "", title) for indent, title, _ in listed],
-                     [(level == "##", title) for level, title in headings])
-    for _, title, anchor in listed:
-      # GitHub's anchors: lower case, punctuation dropped, spaces to dashes.
-      expected = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
-      self.assertEqual(anchor, expected)
+  def test_sections_in_the_order_a_user_needs_them(self):
+    self.assertEqual(re.findall(r"^## (.+)$", TEXT, re.M), SECTIONS)
 
-  def test_there_are_programs_to_run(self):
-    self.assertNotEmpty(PROGRAMS)
+  def test_first_screen_installs_and_converts_a_contrib_script(self):
+    self.assertIn("pip install .", FIRST_SCREEN)
+    self.assertIn('pip install ".[tensorflow-cpu]"', FIRST_SCREEN)
+    self.assertIn("from mp_optimizer import contrib as mixed_precision",
+                  FIRST_SCREEN)
+    self.assertIn("mp_optimizer.MixedPrecisionLossScaleOptimizer(opt, \"dynamic\")",
+                  FIRST_SCREEN)
 
-  def test_some_program_shows_its_output(self):
-    self.assertNotEmpty([shown for _, shown in PROGRAMS if shown])
+  def test_pip_comes_first_and_make_only_for_contributors(self):
+    blocks = re.findall(r"^```[^\n]*\n(.*?)^```", TEXT, re.M | re.S)
+    self.assertIn("pip install", blocks[0])
+    development = TEXT.index("## Development\n")
+    for match in re.finditer(r"^```[^\n]*\n(.*?)^```", TEXT, re.M | re.S):
+      if re.search(r"(?m)^make ", match.group(1)):
+        self.assertGreater(match.start(), development)
 
-  def test_every_other_python_block_is_marked_as_a_fragment(self):
-    for code in re.findall(r"```python\n(.*?)```", TEXT, re.S):
-      if "import tensorflow" not in code:
-        self.assertTrue(code.lstrip().startswith(FRAGMENT), code[:200])
+  def test_one_example_with_its_output(self):
+    programs = markdown_pages.Page(markdown_pages.README, TEXT).programs()
+    self.assertLen(programs, 1)
+    self.assertIsNotNone(programs[0][1])
 
-  @parameterized.parameters(*[(i,) for i in range(len(PROGRAMS))])
-  def test_program_runs(self, index):
-    code, shown = PROGRAMS[index]
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True,
-        text=True, timeout=600, cwd=self.create_tempdir().full_path,
-        env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin",
-             "PYTHONPATH": str(README.parent)})
-    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-    if shown is not None:
-      self.assertEqual(result.stdout, shown)
+  def test_links_into_every_guide_and_api_page(self):
+    linked = set(re.findall(r"\]\((docs/[^)#]+\.md)\)", TEXT))
+    pages = {str(page.path.relative_to(markdown_pages.ROOT))
+             for page in markdown_pages.doc_pages()}
+    # The site's copies of BENCHMARKS.md and CHANGELOG.md are not needed:
+    # the README names those files themselves.
+    self.assertEmpty(pages - linked - {"docs/benchmarks.md",
+                                       "docs/changelog.md"})
 
-  def test_documented_names_exist(self):
-    for name in re.findall(r"`mp_optimizer\.(\w+)", TEXT):
-      self.assertTrue(hasattr(mp_optimizer, name), name)
-    for name in re.findall(r"`managers\.(\w+)", TEXT):
-      self.assertTrue(hasattr(managers, name), name)
+  def test_shows_the_demo_picture(self):
+    self.assertIn("](docs/digits_demo.png)", TEXT)
+
+
+if __name__ == "__main__":
+  absltest.main()

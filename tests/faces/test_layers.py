@@ -1,6 +1,7 @@
 """The import rule of docs/architecture.md: imports only run downward.
 
-Every module of the library is read as source (nothing is imported), each
+Every module of the library is read as source where Python finds the
+package (the source tree, or an installed copy), each
 `import`/`from ... import` of the library is resolved to a module, and the
 importer's layer must be at or above the imported module's. The codemod is a
 layer of its own that imports nothing else of the library, so
@@ -8,12 +9,17 @@ layer of its own that imports nothing else of the library, so
 """
 
 import ast
+import importlib.util
 import pathlib
 import re
 
 from absl.testing import parameterized
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# Where the package's code is; nothing of it is imported.
+PACKAGE = pathlib.Path(importlib.util.find_spec("mp_optimizer").origin).parent
+MANAGERS = pathlib.Path(
+    importlib.util.find_spec("mp_optimizer.managers").origin).parent
 # Layer of each module, by the longest matching prefix of its dotted name.
 LAYERS = (
     ("mp_optimizer.migrate", "codemod"),
@@ -27,12 +33,11 @@ LAYERS = (
 
 def _module_files():
   """(dotted name, path) of every library module, managers/ included."""
-  for path in sorted((ROOT / "mp_optimizer").rglob("*.py")):
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    yield ".".join(p for p in parts if p != "__init__"), path
-  for path in sorted((ROOT / "managers").rglob("*.py")):
-    parts = ("mp_optimizer",) + path.relative_to(ROOT).with_suffix("").parts
-    yield ".".join(p for p in parts if p != "__init__"), path
+  for package, folder in (("mp_optimizer", PACKAGE),
+                          ("mp_optimizer.managers", MANAGERS)):
+    for path in sorted(folder.rglob("*.py")):
+      parts = (package,) + path.relative_to(folder).with_suffix("").parts
+      yield ".".join(p for p in parts if p != "__init__"), path
 
 
 MODULES = dict(_module_files())
@@ -95,9 +100,10 @@ class LayersTest(parameterized.TestCase):
                              f"(layer {other})")
 
   def test_no_module_uses_the_old_top_level_managers_spelling(self):
-    for folder in ("mp_optimizer", "managers", "tests", "examples",
-                   "benchmarks"):
-      for path in (ROOT / folder).rglob("*.py"):
+    folders = [PACKAGE, MANAGERS] + [ROOT / name for name in
+                                     ("tests", "examples", "benchmarks")]
+    for folder in folders:
+      for path in folder.rglob("*.py"):
         if "fixtures" in path.parts:  # Legacy code to convert.
           continue
         text = path.read_text()

@@ -57,6 +57,11 @@ class InstalledPackageTest(parameterized.TestCase):
     licence = next(f for f in DIST.files if pathlib.PurePath(str(f)).name == "LICENSE")
     self.assertIn("Apache License", licence.read_text())
 
+  def test_pip_show_displays_the_licence(self):
+    shown = subprocess.run([sys.executable, "-m", "pip", "show", "mp_optimizer"],
+                           capture_output=True, text=True, check=True).stdout
+    self.assertRegex(shown, r"(?m)^License(-Expression)?: Apache-2\.0$")
+
   def test_long_description_has_no_relative_links(self):
     description = DIST.metadata.get_payload()
     self.assertIn("# mp_optimizer", description)

@@ -20,7 +20,7 @@ from tests.workers import replicated
 hvd = pytest.importorskip(
     "horovod.tensorflow",
     reason="horovod is not installed (it is built from source against the "
-           "installed TensorFlow; see the README)")
+           "installed TensorFlow; see docs/training-loops.md)")
 # Imports horovod itself, so only after the check above.
 from tests.workers import horovod_worker  # pylint: disable=C0413
 
