@@ -28,7 +28,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 .PHONY: demo demo-readme bert-demo docs test test-package test-horovod bench bench-codemod soak venvs clean
 
 # .venv/tf2.21/.ready: a venv with the pinned requirements and this project.
-$(VENV)/tf%/.ready: requirements/tf%.txt setup.py
+$(VENV)/tf%/.ready: requirements/tf%.txt setup.py pyproject.toml
 	rm -rf $(VENV)/tf$*
 	$(PYTHON) -m venv $(VENV)/tf$*
 	$(VENV)/tf$*/bin/python -m pip install --quiet --disable-pip-version-check \
@@ -108,8 +108,10 @@ test-package: $(VENV)/package/.ready
 	    --no-deps --force-reinstall dist/*.whl
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	    cp tests/package/installed_package_check.py $$tmp/test_installed_package.py && \
+	    cp tests/package/typing_check.py $$tmp/test_typing.py && \
+	    cp README.md $$tmp/ && \
 	    cd $$tmp && $(CURDIR)/$(VENV)/package/bin/python -m pytest -q \
-	    -p no:cacheprovider test_installed_package.py && \
+	    -p no:cacheprovider test_installed_package.py test_typing.py && \
 	    tar xzf $(CURDIR)/dist/*.tar.gz && cd mp_optimizer-* && \
 	    rm -rf mp_optimizer managers && \
 	    $(CURDIR)/$(VENV)/package/bin/python -m pytest -q -p no:cacheprovider \

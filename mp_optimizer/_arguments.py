@@ -22,6 +22,17 @@ _TF_WRAPPER = tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer
 _TF_LOSS_SCALE = tf.compat.v1.mixed_precision.LossScale
 
 
+KERAS_HINT = (
+    " [a tf.compat.v1 graph-mode optimizer: a Keras model needs a Keras "
+    "optimizer, wrapped as tf.keras.mixed_precision.LossScaleOptimizer(...), "
+    "with tf.keras.mixed_precision.set_global_policy('mixed_float16')]")
+NO_GRADIENTS_HINT = (
+    "(No variable got a gradient: the loss does not depend on them, an op "
+    "between them has no gradient (an integer cast, tf.argmax, "
+    "tf.stop_gradient), or `var_list` names other variables than the "
+    "model's.)")
+
+
 class _Required:
   """Default of an argument that must be given; it reads `<required>`."""
 

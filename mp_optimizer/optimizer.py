@@ -314,6 +314,37 @@ class LossScaleOptimizer(Optimizer):
   def __repr__(self) -> str:
     return _arguments.optimizer_repr(self, self._options)
 
+  def __str__(self) -> str:
+    # What Keras 3's `model.compile` prints when it refuses this optimizer
+    # ("Could not interpret optimizer identifier: <str>").
+    return repr(self) + _arguments.KERAS_HINT
+
+  def minimize(self, loss: Union[tf.Tensor, Callable[[], tf.Tensor]],
+               global_step: Optional[tf.Variable] = None,
+               var_list: Optional[List[tf.Variable]] = None,
+               gate_gradients: int = Optimizer.GATE_OP,
+               aggregation_method: Any = None,
+               colocate_gradients_with_ops: bool = False,
+               name: Optional[str] = None,
+               grad_loss: Optional[tf.Tensor] = None) -> tf.Operation:
+    """`compute_gradients`, then `apply_gradients`, as TF's `minimize`.
+
+    Raises:
+      ValueError: TF's own message when no variable gets a gradient,
+        followed by what to check.
+    """
+    try:
+      return super().minimize(
+          loss, global_step=global_step, var_list=var_list,
+          gate_gradients=gate_gradients,
+          aggregation_method=aggregation_method,
+          colocate_gradients_with_ops=colocate_gradients_with_ops,
+          name=name, grad_loss=grad_loss)
+    except ValueError as error:
+      if not str(error).startswith("No gradients provided for any variable"):
+        raise
+      raise ValueError(f"{error} {_arguments.NO_GRADIENTS_HINT}") from None
+
   def variables(self) -> List[tf.Variable]:
     """Returns the inner optimizer's variables, the scale state and any
     gradient accumulators."""

@@ -10,6 +10,7 @@ import inspect
 import pydoc
 
 from absl.testing import parameterized
+import numpy as np
 import tensorflow as tf
 
 from mp_optimizer import managers
@@ -172,3 +173,51 @@ class ForeignManagerTest(parameterized.TestCase):
     self.assertEqual(f"{cls.__module__}.{cls.__qualname__}",
                      "mp_optimizer.errors.ArgumentTypeError")
     self.assertTrue(issubclass(cls, TypeError) and issubclass(cls, ValueError))
+
+
+class HabitsTest(parameterized.TestCase):
+  """Habits from other APIs get a message that names the fix."""
+
+  def test_keras_compile_says_which_optimizer_keras_needs(self):
+    opt = mp_optimizer.LossScaleOptimizer(
+        tf.compat.v1.train.AdamOptimizer(1e-3), managers.FixedLossScaleManager(8))
+    model = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(1)])
+    try:
+      model.compile(optimizer=opt, loss="mse")
+    except ValueError as error:  # Keras 3 (TF >= 2.16) refuses it here.
+      message = str(error)
+    else:  # Keras 2 wraps a v1 optimizer; its first step is eager.
+      with self.assertRaises(RuntimeError) as caught:
+        model.fit(np.ones((4, 2)), np.ones((4, 1)), verbose=0)
+      message = str(caught.exception)
+    self.assertIn("tf.keras.mixed_precision.LossScaleOptimizer", message)
+
+  def test_minimize_without_gradients_adds_what_to_check(self):
+    with tf.Graph().as_default():
+      w = tf.compat.v1.get_variable("w", initializer=[1.0])
+      unrelated = tf.compat.v1.get_variable("u", initializer=[1.0])
+      opt = mp_optimizer.LossScaleOptimizer(
+          tf.compat.v1.train.GradientDescentOptimizer(0.1),
+          managers.FixedLossScaleManager(8))
+      loss = tf.reduce_sum(w)
+      with self.assertRaises(ValueError) as ours:
+        opt.minimize(loss, var_list=[unrelated])
+      with self.assertRaises(ValueError) as theirs:
+        opt.inner_optimizer.minimize(loss, var_list=[unrelated])
+    self.assertStartsWith(str(ours.exception), str(theirs.exception))
+    self.assertIn("stop_gradient", str(ours.exception))
+
+  def test_assigning_the_scale_variable_sets_the_next_steps_scale(self):
+    # contrib's habit: manager.get_loss_scale() is the variable; assign works.
+    with tf.Graph().as_default():
+      manager = managers.ExponentialUpdateLossScaleManager(2**10, 1000)
+      w = tf.compat.v1.get_variable("w", initializer=[1.0])
+      train_op = mp_optimizer.LossScaleOptimizer(
+          tf.compat.v1.train.GradientDescentOptimizer(0.1),
+          manager).minimize(tf.reduce_sum(w))
+      set_scale = manager.get_loss_scale().assign(64.0)
+      with tf.compat.v1.Session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        sess.run(set_scale)
+        sess.run(train_op)
+        self.assertEqual(sess.run(mp_optimizer.signals.loss_scale()), 64.0)

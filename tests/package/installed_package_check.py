@@ -13,7 +13,6 @@ import pathlib
 import shutil
 import subprocess
 import sys
-import textwrap
 
 from absl import flags
 from absl.testing import parameterized
@@ -100,27 +99,3 @@ class InstalledPackageTest(parameterized.TestCase):
                             text=True, check=False)
     self.assertEqual(result.returncode, 0, result.stderr)
     self.assertIn("+m = managers.FixedLossScaleManager(128)", result.stdout)
-
-  def test_type_checkers_see_the_public_names(self):
-    probe = self.create_tempfile("probe.py", textwrap.dedent("""\
-        from mp_optimizer import managers
-        from mp_optimizer import LossScaleOptimizer
-        from mp_optimizer import MixedPrecisionLossScaleOptimizer
-        reveal_type(LossScaleOptimizer)
-        reveal_type(MixedPrecisionLossScaleOptimizer)
-        reveal_type(managers.DynamicLossScale)
-        """))
-    result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-incremental",
-         "--ignore-missing-imports", probe.full_path],
-        capture_output=True, text=True, check=False,
-        cwd=self.create_tempdir().full_path)
-    revealed = [line for line in result.stdout.splitlines()
-                if "Revealed type" in line]
-    self.assertLen(revealed, 3, result.stdout + result.stderr)
-    for line, name in zip(revealed, [
-        "mp_optimizer.optimizer.LossScaleOptimizer",
-        "mp_optimizer.tf2.MixedPrecisionLossScaleOptimizer",
-        "mp_optimizer.managers.loss_scale.DynamicLossScale"]):
-      self.assertIn(name, line)
-      self.assertNotIn('"Any"', line)
