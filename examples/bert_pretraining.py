@@ -6,10 +6,18 @@ masked token can be guessed from the topic and read off its twin). Variables are
 feed-forward run in float16; LayerNorm and softmax statistics in float32.
 The optimizer is BERT's recipe on top of `mp_optimizer`:
 
-    LossScaleOptimizer(AdamWeightDecay(...), ExponentialUpdateLossScaleManager,
+    LossScaleOptimizer(AdamWeightDecay(...), manager,
                        global_clipnorm=1.0, gradient_accumulation_steps=4)
 
+By default it trains twice from the same start on the same data, once with
+the usual dynamic scale (`ExponentialUpdateLossScaleManager(2**15, 100)`,
+which grows the scale until a step overflows) and once with
+`AmaxHistoryLossScaleManager` (which sets it from the gradients' size), and
+checks that the second ends at the same loss (within 1%) with at least 10x
+fewer skipped micro-steps; it exits 1 and says so if not.
+
 Run with `make bert-demo`, or: python -m examples.bert_pretraining
+[--manager exponential|amax]
 """
 
 import argparse
@@ -106,13 +114,18 @@ def learning_rate(global_step, args, peak=1e-3, warmup_share=0.1):
       1.0 - step / total, 0.0)
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--micro_steps", type=int, default=600)
-  parser.add_argument("--batch_size", type=int, default=16)
-  parser.add_argument("--accumulation", type=int, default=4)
-  parser.add_argument("--report_every", type=int, default=60)
-  args = parser.parse_args()
+MANAGERS = {
+    # BERT's usual dynamic scale: grow every 100 clean steps, shrink after
+    # two overflows (contrib's defaults).
+    "exponential": lambda: managers.ExponentialUpdateLossScaleManager(
+        2**15, 100),
+    # The scale set from the gradients' magnitude.
+    "amax": lambda: managers.AmaxHistoryLossScaleManager(2**15),
+}
+
+
+def train(name: str, args: argparse.Namespace) -> dict:
+  """Trains from the same start and data with one manager; returns results."""
   rng = np.random.RandomState(0)
   with tf.Graph().as_default():
     v1.set_random_seed(0)
@@ -124,14 +137,11 @@ def main():
     opt = mp_optimizer.LossScaleOptimizer(
         adamw.AdamWeightDecay(learning_rate(global_step, args),
                               weight_decay_rate=0.01),
-        managers.ExponentialUpdateLossScaleManager(2**15, 100),
-        global_clipnorm=1.0, gradient_accumulation_steps=args.accumulation)
+        MANAGERS[name](), global_clipnorm=1.0,
+        gradient_accumulation_steps=args.accumulation)
     train_op = opt.minimize(loss, global_step=global_step)
     report = {"scale": mp_optimizer.signals.loss_scale(),
               "skipped": mp_optimizer.skipped_steps(), "step": global_step}
-    print(f"encoder: {LAYERS} layers, hidden {HIDDEN}, {HEADS} heads, "
-          f"sequence {LENGTH}; micro-batch {args.batch_size} x "
-          f"{args.accumulation} accumulated, global-norm clip 1.0")
     with v1.Session() as sess:
       sess.run(v1.global_variables_initializer())
       losses, start = [], time.time()
@@ -142,10 +152,52 @@ def main():
         losses.append(value)
         if micro_step % args.report_every == 0:
           state = sess.run(report)
-          print(f"micro-step {micro_step:4d}  applied steps {state['step']:3d}"
-                f"  loss {np.mean(losses[-args.report_every:]):.3f}  "
-                f"loss scale {state['scale']:8.0f}  skipped {state['skipped']}"
-                f"  ({time.time() - start:.0f}s)", flush=True)
+          print(f"{name:11s} micro-step {micro_step:4d}  applied steps "
+                f"{state['step']:3d}  loss "
+                f"{np.mean(losses[-args.report_every:]):.3f}  loss scale "
+                f"{state['scale']:8.0f}  skipped {state['skipped']}  "
+                f"({time.time() - start:.0f}s)", flush=True)
+      state = sess.run(report)
+  return {"loss": float(np.mean(losses[-args.report_every:])),
+          "skipped": int(state["skipped"]), "scale": float(state["scale"])}
+
+
+def verdict(results: dict) -> tuple:
+  """(holds, sentence): amax within 1% of exponential's loss, 10x fewer skips."""
+  ours, theirs = results["amax"], results["exponential"]
+  close = abs(ours["loss"] - theirs["loss"]) <= 0.01 * theirs["loss"]
+  fewer = theirs["skipped"] >= 10 * max(ours["skipped"], 1)
+  sentence = (
+      f"final loss {ours['loss']:.4f} (amax) vs {theirs['loss']:.4f} "
+      f"(exponential): {'within' if close else 'NOT within'} 1%; skipped "
+      f"{ours['skipped']} vs {theirs['skipped']}: "
+      f"{'at least' if fewer else 'NOT'} 10x fewer")
+  return close and fewer, sentence
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--micro_steps", type=int, default=2400)
+  parser.add_argument("--batch_size", type=int, default=16)
+  parser.add_argument("--accumulation", type=int, default=4)
+  parser.add_argument("--report_every", type=int, default=240)
+  parser.add_argument("--manager", choices=sorted(MANAGERS) + ["compare"],
+                      default="compare",
+                      help="one manager, or both side by side (the default)")
+  args = parser.parse_args()
+  print(f"encoder: {LAYERS} layers, hidden {HIDDEN}, {HEADS} heads, "
+        f"sequence {LENGTH}; micro-batch {args.batch_size} x "
+        f"{args.accumulation} accumulated, global-norm clip 1.0")
+  names = sorted(MANAGERS) if args.manager == "compare" else [args.manager]
+  results = {name: train(name, args) for name in names}
+  for name, result in results.items():
+    print(f"{name}: final loss {result['loss']:.4f}, skipped micro-steps "
+          f"{result['skipped']}, final loss scale {result['scale']:g}")
+  if args.manager == "compare":
+    holds, sentence = verdict(results)
+    print(("As expected: " if holds else "NOT as expected: ") + sentence)
+    if not holds:
+      raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 Two surfaces over one implementation of each policy:
 
 * contrib's: `LossScaleManager`, `FixedLossScaleManager`,
-  `ExponentialUpdateLossScaleManager` (`get_loss_scale`, `update_loss_scale`);
+  `ExponentialUpdateLossScaleManager` (`get_loss_scale`, `update_loss_scale`),
+  and `AmaxHistoryLossScaleManager`, which sets the scale from the gradients'
+  magnitude;
 * TF2's: `LossScale`, `FixedLossScale`, `DynamicLossScale` (`__call__`,
   `update`, `get_config`), and `get` to convert what TF's optimizer accepts;
 * the finite check both use: `all_finite`, `all_finite_in_sync`.
@@ -14,6 +16,7 @@ installed as `mp_optimizer.managers`: import it as
 `mp_optimizer._internal`, never the optimizer.
 """
 
+from mp_optimizer.managers.amax import AmaxHistoryLossScaleManager
 from mp_optimizer.managers.base import LossScaleManager
 from mp_optimizer.managers.exponential import ExponentialUpdateLossScaleManager
 from mp_optimizer.managers.finite import all_finite
@@ -25,6 +28,7 @@ from mp_optimizer.managers.loss_scale import LossScale
 from mp_optimizer.managers.loss_scale import get
 
 __all__ = [
+    "AmaxHistoryLossScaleManager",
     "DynamicLossScale",
     "ExponentialUpdateLossScaleManager",
     "FixedLossScale",

@@ -75,6 +75,10 @@ class LossScaleManager(tracking.GraphScopedTrackable, metaclass=abc.ABCMeta):
     """True when the scale changes during training."""
     return False
 
+  # True for a manager whose `update_loss_scale` also takes the step's largest
+  # unscaled gradient magnitude as `gradient_amax` (the optimizer passes it).
+  needs_gradient_amax = False
+
   @property
   def skips_nonfinite_steps(self) -> bool:
     """True when a step with a NaN/Inf gradient must not be applied.

@@ -31,7 +31,7 @@ All of it runs once, while the graph is built; nothing is added to a step.
 import contextlib
 import re
 import weakref
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, List
 
 import tensorflow as tf
 
@@ -67,6 +67,11 @@ def record_scaled_loss(scaled_loss: tf.Tensor) -> None:
   gradient of `loss * S` always reads S.
   """
   _record("scaled", [scaled_loss, scaled_loss.op.inputs[1]])
+
+
+def scaled_losses(graph: tf.Graph) -> List[tf.Tensor]:
+  """The scaled losses (and their multipliers) recorded in `graph`."""
+  return [ref.deref() for ref in _RECORDS.get(graph, {}).get("scaled", ())]
 
 
 def record_unscaled(grads: Iterable) -> None:

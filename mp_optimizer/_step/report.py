@@ -40,6 +40,7 @@ import tensorflow as tf
 from mp_optimizer.managers import finite
 from mp_optimizer._internal import tensors
 from mp_optimizer._internal import validation
+from mp_optimizer._step import origin
 
 _KINDS = ("finite", "NaN", "Inf", "NaN+Inf")
 
@@ -67,16 +68,23 @@ class OverflowReport:  # Public as mp_optimizer.overflow.OverflowReport.
       `absl.logging` function (TensorFlow's C++ log, subject to
       `TF_CPP_MIN_LOG_LEVEL`), or a string `"file://<path>"` (appended to).
       `tf.print` refuses anything else when the step is built.
+    first_nonfinite_op: Also print a second line naming the first op of the
+      step's forward and backward pass whose output was NaN or Inf (see
+      `mp_optimizer._step.origin`). Costs no op on a finite step, but the
+      step may hold its tensors longer (measured in BENCHMARKS.md).
 
   Raises:
-    TypeError: If `max_variables` is not an int.
+    TypeError: If `max_variables` is not an int or `first_nonfinite_op` not
+      a bool.
     ValueError: If `max_variables` is < 1.
   """
   max_variables: int = 10
   output_stream: Any = sys.stderr
+  first_nonfinite_op: bool = False
 
   def __post_init__(self):
     validation.check_positive_int("max_variables", self.max_variables)
+    validation.check_bool("first_nonfinite_op", self.first_nonfinite_op)
 
 
 def check_option(value: Union[bool, OverflowReport, None]
@@ -199,10 +207,15 @@ def when_skipped(settings: OverflowReport, prefix: str,
   """
   if all(g is None for g, _ in grads_and_vars):
     return count
+  found = (origin.candidates(g for g, _ in grads_and_vars)
+           if settings.first_nonfinite_op else [])
 
   def skipped():
     with tf.name_scope("overflow_report"):
       report = _report(settings, prefix, grads_and_vars, scale)
+      if found:
+        with tf.control_dependencies([report]):  # The second line second.
+          report = origin.report(found, settings.output_stream)
     return tf.group(count(), report)
 
   return skipped

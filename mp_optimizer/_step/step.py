@@ -45,6 +45,7 @@ from typing import Callable, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from mp_optimizer import managers
+from mp_optimizer.managers import amax
 from mp_optimizer._internal import tensors
 from mp_optimizer._internal.tensors import GradsAndVars
 from mp_optimizer._step import accumulation
@@ -202,8 +203,10 @@ def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
     finite = tf.constant(True)
     applied = use(finite)
     skipped = tf.constant(0, tf.int64)
+  extra = ({"gradient_amax": amax.gradient_amax(g for g, _ in checked)}
+           if parts.manager.needs_gradient_amax else {})
   with tf.control_dependencies([applied, scale]):
-    update = parts.manager.update_loss_scale(finite)
+    update = parts.manager.update_loss_scale(finite, **extra)
   signal_updates = skips.record(finite, skipped, scale, parts.skip_counter,
                                 lambda: read_loss_scale(parts.manager))
   train_op = tf.group(applied, update, *signal_updates, name=name)

@@ -1,0 +1,218 @@
+"""`AmaxHistoryLossScaleManager`: a scale set from the gradients' magnitude.
+
+The dynamic managers find the largest safe scale by trial: they grow it until
+a step overflows, skip that step and back off. This one avoids most of those
+overflows: it keeps a short history of the largest gradient magnitude of
+each finite step (amax, unscaled, read in the graph), and sets the scale so
+that the largest recent gradient, scaled, stays `margin` powers of two below
+float16's largest value. Should a step still overflow (an intermediate
+backward tensor can be larger than any final gradient), it backs off: the
+scale halves at once, and one more power of two of margin stays until
+`relax_after` finite steps in a row have passed.
+
+```
+on a finite step with amax a:
+    history[steps % history_length] = a; steps += 1
+    if extra > 0 and clean + 1 >= relax_after: extra -= 1; clean = 0
+    else: clean += 1
+    peak = max(history)
+    if peak > 0:
+        scale = clip(2 ** (exponent(65504 / peak) - margin - extra),
+                     min_loss_scale, max_loss_scale)
+on a non-finite step:
+    extra += 1; clean = 0
+    scale = max(min_loss_scale, scale / 2)
+```
+
+`exponent(q)` is q's binary exponent, floor(log2(q)), read off its float32
+bits, so the rule is exact. The optimizer hands the manager each step's
+amax (`needs_gradient_amax`); under `tf.distribute` it is the largest over
+all replicas. State (checkpointed, GLOBAL): `loss_scale`, `amax_history`,
+`amax_steps`, `extra_margin`, `clean_steps`. OpenSeq2Seq's
+`AutomaticLossScaler(algorithm="LogMax")` also sets the scale from the
+gradients' magnitude, from running statistics of log2(amax) rather than
+their recent maximum.
+"""
+
+from typing import List, Optional
+
+import tensorflow as tf
+
+from mp_optimizer._internal import per_graph
+from mp_optimizer._internal import tensors
+from mp_optimizer._internal import validation
+from mp_optimizer.managers import base
+
+FLOAT16_MAX = 65504.0
+_NAMES = ("loss_scale", "amax_history", "amax_steps", "extra_margin",
+          "clean_steps")
+
+
+def _exponent(x: tf.Tensor) -> tf.Tensor:
+  """floor(log2(x)) of a positive normal float32, exactly, as int64."""
+  bits = tf.bitcast(x, tf.int32)
+  return tf.cast(tf.bitwise.right_shift(bits, 23) & 0xFF, tf.int64) - 127
+
+
+def gradient_amax(grads) -> tf.Tensor:
+  """The largest |entry| over all non-None gradients, float32 (0 for none).
+
+  NaN when an entry is NaN, Inf when one is Inf (a non-finite step's amax is
+  not recorded). Under `tf.distribute` in cross-replica context, the largest
+  over all replicas.
+  """
+  grads = [g for g in grads if g is not None]
+  if tensors.in_cross_replica_context():
+    strategy = tf.distribute.get_strategy()
+    local = strategy.extended.call_for_each_replica(
+        lambda *replica_grads: tf.reshape(gradient_amax(replica_grads), [1]),
+        args=tuple(grads))
+    return tf.reduce_max(strategy.gather(local, axis=0))
+  maxima = [tf.reduce_max(tf.abs(tf.cast(tensors.values(g), tf.float32)))
+            for g in grads]
+  if not maxima:
+    return tf.constant(0.0)
+  return tf.reduce_max(tf.stack(maxima), name="gradient_amax")
+
+
+class AmaxHistoryLossScaleManager(base.LossScaleManager):
+  """Sets the scale from a history of the gradients' largest magnitude.
+
+  See the module docstring for the rule. The dynamic managers grow the scale
+  until an overflow tells them to stop, and skip that step; this one reads
+  the gradients' size instead, so it skips far fewer steps.
+
+  Example:
+
+  ```python
+  opt = mp_optimizer.LossScaleOptimizer(
+      tf.compat.v1.train.AdamOptimizer(1e-3),
+      managers.AmaxHistoryLossScaleManager(history_length=16, margin=1))
+  ```
+
+  Args:
+    init_loss_scale: The scale of the first step (before any amax is known),
+      finite, in [min_loss_scale, max_loss_scale].
+    history_length: Positive int: how many finite steps' amax to keep.
+    margin: Non-negative int: powers of two kept between the scaled peak and
+      float16's largest value (65504).
+    relax_after: Positive whole number: finite steps in a row after which
+      one power of two of margin added by an overflow is given back.
+    min_loss_scale: Floor of the scale, > 0.
+    max_loss_scale: Ceiling of the scale, finite, >= min_loss_scale.
+
+  Raises:
+    TypeError: If a number has the wrong type (bools rejected).
+    ValueError: If a value is out of range.
+  """
+
+  needs_gradient_amax = True
+
+  def __init__(self, init_loss_scale: float = 2.0**15,
+               history_length: int = 16, margin: int = 1,
+               relax_after: int = 1000, *, min_loss_scale: float = 1.0,
+               max_loss_scale: float = 2.0**24):
+    self._min = validation.check_greater("min_loss_scale", min_loss_scale, 0)
+    self._max = validation.check_at_least("max_loss_scale", max_loss_scale,
+                                          self._min)
+    self._init = validation.check_at_least("init_loss_scale", init_loss_scale,
+                                           self._min)
+    if self._init > self._max:
+      raise ValueError(f"`init_loss_scale` must be <= max_loss_scale "
+                       f"({self._max:g}), got {self._init:g}.")
+    self._length = validation.check_positive_int("history_length",
+                                                 history_length)
+    self._margin = validation.check_positive_int("margin", margin, minimum=0)
+    self._relax_after = validation.check_step_count("relax_after", relax_after)
+    specs = [per_graph.VariableSpec("loss_scale", tf.float32, self._init),
+             per_graph.VariableSpec("amax_history", tf.float32,
+                                    [0.0] * self._length),
+             per_graph.VariableSpec("amax_steps", tf.int64, 0),
+             per_graph.VariableSpec("extra_margin", tf.int64, 0),
+             per_graph.VariableSpec("clean_steps", tf.int64, 0)]
+    self._state = per_graph.PerGraphVariables(self, specs)
+    self._state.create_if_graph()
+
+  init_loss_scale = property(lambda self: self._init)
+  history_length = property(lambda self: self._length)
+  margin = property(lambda self: self._margin)
+  relax_after = property(lambda self: self._relax_after)
+  min_loss_scale = property(lambda self: self._min)
+  max_loss_scale = property(lambda self: self._max)
+
+  @property
+  def dynamic(self) -> bool:
+    return True
+
+  def get_loss_scale(self) -> tf.Variable:
+    """Returns the current graph's float32 scale variable."""
+    return self._state.get("AmaxHistoryLossScaleManager.get_loss_scale")[
+        "loss_scale"]
+
+  def variables(self) -> List[tf.Variable]:
+    return list(self._state.existing().values())
+
+  def update_loss_scale(self, finite_grads: tf.Tensor,
+                        gradient_amax: Optional[tf.Tensor] = None
+                        ) -> tf.Operation:
+    """Returns the op that records this step and sets the next scale.
+
+    Args:
+      finite_grads: Scalar bool tensor: were all gradients finite?
+      gradient_amax: Scalar float32 tensor: the step's largest |gradient|,
+        unscaled (`gradient_amax(grads)`); `LossScaleOptimizer` passes it.
+
+    Raises:
+      ValueError: If `gradient_amax` is not given.
+    """
+    base.check_finite_flag(finite_grads)
+    if gradient_amax is None:
+      raise ValueError(
+          "AmaxHistoryLossScaleManager.update_loss_scale needs "
+          "`gradient_amax`, the step's largest unscaled gradient magnitude "
+          "(managers.amax.gradient_amax(grads)); LossScaleOptimizer passes "
+          "it, got None.")
+    api = "AmaxHistoryLossScaleManager.update_loss_scale"
+    state = self._state.get(api)
+    amax = tf.cast(gradient_amax, tf.float32)
+
+    def locked():
+      new = self._next(finite_grads, amax,
+                       {name: state[name].read_value() for name in _NAMES})
+      return [state[name].assign(new[name], read_value=False)
+              for name in _NAMES]
+
+    with tf.name_scope("loss_scale_update"):
+      return self._state.mutex(api).run(locked, after=[finite_grads, amax])
+
+  def _next(self, finite: tf.Tensor, amax: tf.Tensor, old: dict) -> dict:
+    """The transition of the module docstring, on the values read in `old`."""
+    one = tf.constant(1, tf.int64)
+    slot = tf.math.floormod(old["amax_steps"], self._length)
+    recorded = tf.tensor_scatter_nd_update(
+        old["amax_history"], [[slot]], tf.reshape(amax, [1]))
+    relax = tf.logical_and(old["extra_margin"] > 0,
+                           old["clean_steps"] + 1 >= self._relax_after)
+    extra = tf.where(finite, old["extra_margin"] - tf.cast(relax, tf.int64),
+                     old["extra_margin"] + one)
+    clean = tf.where(tf.logical_and(finite, tf.logical_not(relax)),
+                     old["clean_steps"] + one, tf.zeros_like(one))
+    history = tf.where(finite, recorded, old["amax_history"])
+    peak = tf.reduce_max(history)
+    quotient = tf.minimum(FLOAT16_MAX / tf.maximum(peak, 1e-38),
+                          tf.float32.max)
+    power = _exponent(quotient) - self._margin - extra
+    target = tf.pow(2.0, tf.cast(tf.clip_by_value(power, -126, 127),
+                                 tf.float32))
+    target = tf.clip_by_value(target, self._min, self._max)
+    scale = tf.where(finite, tf.where(peak > 0, target, old["loss_scale"]),
+                     tf.maximum(old["loss_scale"] * 0.5, self._min))
+    return {"loss_scale": scale, "amax_history": history,
+            "amax_steps": old["amax_steps"] + tf.cast(finite, tf.int64),
+            "extra_margin": extra, "clean_steps": clean}
+
+  def __repr__(self) -> str:
+    return (f"AmaxHistoryLossScaleManager(init_loss_scale={self._init!r}, "
+            f"history_length={self._length!r}, margin={self._margin!r}, "
+            f"relax_after={self._relax_after!r}, "
+            f"min_loss_scale={self._min!r}, max_loss_scale={self._max!r})")
