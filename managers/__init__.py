@@ -25,7 +25,7 @@ from mp_optimizer.managers.fixed import FixedLossScaleManager
 from mp_optimizer.managers.loss_scale import DynamicLossScale
 from mp_optimizer.managers.loss_scale import FixedLossScale
 from mp_optimizer.managers.loss_scale import LossScale
-from mp_optimizer.managers.loss_scale import get
+from mp_optimizer.managers.conversion import get
 
 __all__ = [
     "AmaxHistoryLossScaleManager",

@@ -5,12 +5,14 @@ from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
 import tensorflow as tf
 
 from mp_optimizer import _arguments
+from mp_optimizer import _keras_api
 from mp_optimizer import managers
 from mp_optimizer._internal import per_graph
 from mp_optimizer._internal import tensors
 from mp_optimizer._internal import tracking
 from mp_optimizer._step import accumulation
 from mp_optimizer._step import ancestry
+from mp_optimizer._step import records
 from mp_optimizer._step import checks
 from mp_optimizer._step import clipping
 from mp_optimizer._step import report
@@ -23,24 +25,7 @@ Optimizer = tf.compat.v1.train.Optimizer
 GradsAndVars = List[Tuple[tensors.Gradient, tf.Variable]]
 
 
-def _manager_setting(doc: str, *names: str) -> property:
-  """A Keras-style property: the first of the manager's `names` it has."""
-
-  def read(optimizer: "LossScaleOptimizer") -> Any:
-    manager = optimizer.loss_scale_manager
-    return next((getattr(manager, name) for name in names
-                 if hasattr(manager, name)), None)
-
-  return property(read, doc=doc)
-
-
-def _option(name: str) -> property:
-  """A Keras-style property: the constructor option `name`, or None."""
-  return property(lambda optimizer: optimizer._options[name],  # pylint: disable=protected-access
-                  doc=f"The `{name}` option, or None if it was not given.")
-
-
-class LossScaleOptimizer(Optimizer):
+class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
   """Wraps an optimizer so float16 gradients neither underflow nor corrupt it.
 
   `compute_gradients` multiplies the loss by the manager's scale S and returns
@@ -146,72 +131,6 @@ class LossScaleOptimizer(Optimizer):
     """
     return self._manager.get_loss_scale()
 
-  # Keras-style names (read-only, known from the constructor), also for
-  # custom loops that call tf.gradients themselves.
-
-  @property
-  def loss_scale(self) -> tf.Tensor:
-    """A read of the current loss scale, a float32 scalar tensor (as Keras)."""
-    return read_loss_scale(self._manager)
-
-  @property
-  def dynamic(self) -> bool:
-    """True if the loss scale changes during training."""
-    return self._manager.dynamic
-
-  initial_scale = _manager_setting(
-      "The starting scale of a dynamic or fixed manager (else None).",
-      "init_loss_scale", "loss_scale_value")
-  dynamic_growth_steps = _manager_setting(
-      "Finite steps between increases of a dynamic scale (else None).",
-      "incr_every_n_steps")
-  clipnorm = _option("clipnorm")
-  clipvalue = _option("clipvalue")
-  global_clipnorm = _option("global_clipnorm")
-  gradient_accumulation_steps = _option(
-      "gradient_accumulation_steps")
-
-  def get_scaled_loss(
-      self, loss: Union[tf.Tensor, Callable[[], tf.Tensor]]
-  ) -> Union[tf.Tensor, Callable[[], tf.Tensor]]:
-    """Returns `loss * S` (in the loss's dtype), for use with tf.gradients.
-
-    As in Keras, a callable `loss` gives a callable that returns its result
-    times S.
-
-    Raises:
-      RuntimeError: Under eager execution.
-      TypeError: If `loss` (or what the callable returns, when it is called)
-        is not a floating-point tensor.
-    """
-    per_graph.require_graph("LossScaleOptimizer.get_scaled_loss")
-    if callable(loss):
-      return lambda: self.get_scaled_loss(loss())
-    loss = scaling.check_loss(loss)
-    return scaling.scale_loss(loss, read_loss_scale(self._manager))
-
-  scale_loss = get_scaled_loss
-
-  def get_unscaled_gradients(
-      self, grads: Iterable[tensors.Gradient]) -> List[tensors.Gradient]:
-    """Returns gradients of a scaled loss multiplied by 1/S (None kept).
-
-    Raises:
-      RuntimeError: Under eager execution.
-    """
-    per_graph.require_graph("LossScaleOptimizer.get_unscaled_gradients")
-    return scaling.unscale(list(grads),
-                            read_loss_scale(self._manager))
-
-  def check_finite(self, grads: Iterable[tensors.Gradient]) -> tf.Tensor:
-    """Returns a scalar bool tensor: are all `grads` finite (None ignored)?
-
-    Raises:
-      RuntimeError: Under eager execution.
-    """
-    per_graph.require_graph("LossScaleOptimizer.check_finite")
-    return managers.all_finite(grads)
-
   def compute_gradients(self,
                         loss: Union[tf.Tensor, Callable[[], tf.Tensor]],
                         var_list: Optional[List[tf.Variable]] = None,
@@ -279,7 +198,7 @@ class LossScaleOptimizer(Optimizer):
     """
     per_graph.require_graph("LossScaleOptimizer.apply_gradients")
     grads_and_vars = checks.check_grads_and_vars(grads_and_vars)
-    ancestry.record_scale_source(self._manager.get_loss_scale())
+    records.record_scale_source(self._manager.get_loss_scale())
     ancestry.check_unscaled(grads_and_vars)
     checks.warn_if_16bit_variables(self._opt, grads_and_vars)
     if tensors.in_cross_replica_context():

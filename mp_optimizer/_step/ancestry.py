@@ -28,103 +28,19 @@ computed inside it.
 All of it runs once, while the graph is built; nothing is added to a step.
 """
 
-import contextlib
 import re
-import weakref
-from typing import Iterable, Iterator, List
 
-import tensorflow as tf
 
 from mp_optimizer._internal import per_graph
 from mp_optimizer._internal import tensors
+from mp_optimizer._step import records
 
-_RECORDS = weakref.WeakKeyDictionary()  # graph -> {"scaled": set, "unscaled": set}
-# graph -> ids of the optimizers' scale tensors and scale variables' handles.
-_SOURCES = weakref.WeakKeyDictionary()
-_ALLOWED = weakref.WeakKeyDictionary()  # graph -> open allow_unscaled_gradients
 _SEED = re.compile(r"(^|/)grad_ys_\d+$")  # tf.gradients' initial gradient.
 # What a tensor's ancestry reaches (bits): S not divided out yet; the scale
 # (a scaled loss or an unscaled gradient); a gradient computation's seed; a
 # division by S of something never multiplied by it.
 _SCALED, _SAW_SCALE, _SEEDED, _DIVIDED = 1, 2, 4, 8
 _MAX_PASSES = 64
-
-
-def _record(kind: str, made: Iterable) -> None:
-  for tensor in made:
-    if tensor is None:
-      continue
-    tensor = tensors.values(tensor)
-    _RECORDS.setdefault(tensor.graph, {"scaled": set(), "unscaled": set()})[
-        kind].add(tensor.ref())
-
-
-def record_scaled_loss(scaled_loss: tf.Tensor) -> None:
-  """Remembers a scaled loss `loss * S` and its multiplier S.
-
-  The multiplier matters more: for a loss of static shape `tf.gradients`
-  builds its seed from a constant shape and never reads the product, but the
-  gradient of `loss * S` always reads S.
-  """
-  _record("scaled", [scaled_loss, scaled_loss.op.inputs[1]])
-
-
-def scaled_losses(graph: tf.Graph) -> List[tf.Tensor]:
-  """The scaled losses (and their multipliers) recorded in `graph`."""
-  return [ref.deref() for ref in _RECORDS.get(graph, {}).get("scaled", ())]
-
-
-def record_unscaled(grads: Iterable) -> None:
-  """Remembers gradients that were divided by the loss scale."""
-  _record("unscaled", grads)
-
-
-@contextlib.contextmanager
-def allow_unscaled_gradients() -> Iterator[None]:
-  """Lets `apply_gradients` built inside it take gradients that never saw S.
-
-  `apply_gradients` refuses gradients computed from a loss that was not
-  multiplied by the loss scale (see the module docstring). Where that is
-  deliberate (a float32 loss term whose gradients cannot underflow, a
-  reference run), build the apply inside this block. It covers every
-  `apply_gradients` built in the current graph while it is open, replica
-  functions of a `tf.distribute` strategy included. Gradients of a scaled
-  loss that were never unscaled are refused even here: they would be
-  applied S times too large.
-
-  Example:
-
-  ```python
-  with mp_optimizer.allow_unscaled_gradients():
-    train_op = opt.apply_gradients(zip(tf.gradients(loss, variables),
-                                       variables))
-  ```
-
-  Raises:
-    RuntimeError: Under eager execution.
-  """
-  graph = per_graph.require_graph("mp_optimizer.allow_unscaled_gradients")
-  _ALLOWED[graph] = _ALLOWED.get(graph, 0) + 1
-  try:
-    yield
-  finally:
-    _ALLOWED[graph] -= 1
-
-
-def record_scale_source(loss_scale) -> None:
-  """Remembers the optimizer's scale (a variable or a tensor) in its graph.
-
-  A gradient whose ancestry reads it was scaled by hand
-  (`tf.gradients(loss * opt.get_loss_scale(), ...)`), and a division by it
-  unscales by hand (see `_walk`).
-  """
-  if isinstance(loss_scale, tf.Tensor):
-    _SOURCES.setdefault(loss_scale.graph, set()).add(id(loss_scale))
-    return
-  strategy = tf.distribute.get_strategy()
-  for component in strategy.experimental_local_results(loss_scale):
-    handle = component.handle  # Lives (and keeps its id) with its graph.
-    _SOURCES.setdefault(handle.graph, set()).add(id(handle))
 
 
 _PASS_THROUGH = frozenset(("Identity", "Cast", "Snapshot"))
@@ -144,10 +60,11 @@ class _Leaves:
 
   def _records(self, graph):
     if graph not in self._by_graph:
-      records = _RECORDS.get(graph, {"scaled": (), "unscaled": ()})
+      made = records.RECORDS.get(graph, {"scaled": (), "unscaled": ()})
       self._by_graph[graph] = tuple(
-          {id(ref.deref()) for ref in records[kind]}
-          for kind in ("unscaled", "scaled")) + (_SOURCES.get(graph, set()),)
+          {id(ref.deref()) for ref in made[kind]}
+          for kind in ("unscaled", "scaled")) + (
+              records.SOURCES.get(graph, set()),)
     return self._by_graph[graph]
 
   def is_scale(self, tensor) -> bool:
@@ -258,7 +175,7 @@ def check_unscaled(grads_and_vars) -> None:
   """
   pairs = [(tensors.values(g), v) for g, v in grads_and_vars if g is not None]
   bits = _walk(g for g, _ in pairs)
-  allowed = _ALLOWED.get(per_graph.require_graph(
+  allowed = records.ALLOWED.get(per_graph.require_graph(
       "LossScaleOptimizer.apply_gradients"), 0) > 0
   for grad, var in pairs:
     reached = bits.get(id(grad), 0)

@@ -12,7 +12,7 @@ import tensorflow as tf
 from mp_optimizer import managers
 from mp_optimizer._internal import tensors
 from mp_optimizer._internal.tensors import Gradient
-from mp_optimizer._step import ancestry
+from mp_optimizer._step import records
 
 # float32's smallest normal number, 2**-126. A scale above 2**126 has a
 # subnormal reciprocal, which TensorFlow flushes to zero on CPU: every unscaled
@@ -56,7 +56,7 @@ def scale_loss(loss: tf.Tensor, loss_scale: tf.Tensor) -> tf.Tensor:
   """
   scaled = tf.multiply(loss, tf.cast(loss_scale, loss.dtype),
                        name="scaled_loss")
-  ancestry.record_scaled_loss(scaled)
+  records.record_scaled_loss(scaled)
   return scaled
 
 
@@ -91,5 +91,5 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor) -> List[Gradient]:
   result = [None if grad is None else tensors.with_values(
       grad, _unscale_dense(tf.convert_to_tensor(tensors.values(grad)), inverse))
             for grad in grads]
-  ancestry.record_unscaled(result)
+  records.record_unscaled(result)
   return result
