@@ -113,6 +113,24 @@ class SignalsTest(parameterized.TestCase):
 
 class LossScaleHookTest(parameterized.TestCase):
 
+  def test_hook_adds_no_fetch_to_any_step(self):
+    # Its reads run in a separate small run after a reporting step; the
+    # training steps' own runs carry nothing of it.
+    with tf.Graph().as_default():
+      _, train_op = _build()
+      hook = mp_optimizer.LossScaleHook(every_n_steps=2)
+      added = []
+
+      class Recorder(v1.train.SessionRunHook):
+
+        def before_run(self, run_context):
+          added.append(hook.before_run(run_context))
+
+      with v1.train.MonitoredTrainingSession(hooks=[hook, Recorder()]) as sess:
+        for _ in range(5):
+          sess.run(train_op)
+    self.assertEqual(added, [None] * 5)
+
   def test_hook_logs_scale_and_skip_rate_in_a_monitored_session(self):
     with tf.Graph().as_default():
       poison, train_op = _build()
