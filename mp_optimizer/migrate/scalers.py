@@ -17,10 +17,11 @@ reported with the manager that does the same (`reason`), for
   scale_max]`); it is multiplied by `step_factor` (clipped) every
   `step_window` finite steps since the last such step, or since the start.
   That is `ExponentialUpdateLossScaleManager` with `decr_every_n_nan_or_inf=1`
-  and `decr_ratio=1/step_factor`, step for step and bit for bit when
-  `step_factor` is a power of two; otherwise a product by the rounded
-  `1/step_factor` differs from OpenSeq2Seq's quotient in the last bit, and
-  `DynamicLossScale`, which divides by its `multiplier`, is exact.
+  and `decr_ratio=1/step_factor`, step for step. A Session's default
+  rewrites (Grappler's constant folding) compute OpenSeq2Seq's
+  `scale / step_factor` as `scale * (1/step_factor)`, so the numbers are the
+  same bit for bit; with constant folding off, a `step_factor` that is not a
+  power of two could make them differ in the last bit after a backoff.
 * LogMax has no equivalent; the nearest is `AmaxHistoryLossScaleManager`.
 * A fixed scale: OpenSeq2Seq applied steps with NaN/Inf gradients, so the
   same is `FixedLossScaleManager(value, skip_nonfinite_steps=False)`.
@@ -117,14 +118,13 @@ def backoff(params: Optional[Dict[str, Value]]) -> str:
   given = (params or {}).get("step_factor")
   number = 2.0 if params is not None and given is None else (
       given.number if given is not None else None)
-  if _power_of_two(number):
-    return (f"managers.ExponentialUpdateLossScaleManager(init_loss_scale="
-            f"{high}, incr_every_n_steps={window}, decr_every_n_nan_or_inf=1, "
-            f"incr_ratio={factor}, decr_ratio={1 / number!r}, "
-            f"min_loss_scale={low}, max_loss_scale={high})")
-  return (f"managers.DynamicLossScale(initial_loss_scale={high}, "
-          f"increment_period={window}, multiplier={factor}, "
-          f"min_loss_scale={low}, max_loss_scale={high})")
+  shrink = (repr(1 / number) if _power_of_two(number) else
+            f"1 / {factor}" if re.fullmatch(r"[\w.]+", factor) else
+            f"1 / ({factor})")
+  return (f"managers.ExponentialUpdateLossScaleManager(init_loss_scale="
+          f"{high}, incr_every_n_steps={window}, decr_every_n_nan_or_inf=1, "
+          f"incr_ratio={factor}, decr_ratio={shrink}, min_loss_scale={low}, "
+          f"max_loss_scale={high})")
 
 
 def logmax(params: Optional[Dict[str, Value]]) -> str:
@@ -140,7 +140,7 @@ def logmax(params: Optional[Dict[str, Value]]) -> str:
           f"max_loss_scale={_text(params, 'logmax', 'scale_max')})")
 
 
-_LOGMAX = ("it sets the scale to 2**(log_max - mu - overflow_std_dev * sigma) "
+_LOGMAX = ("it sets the scale to 2**(16 - mu - overflow_std_dev * sigma) "
            "from running means of log2 of each step's largest gradient, "
            "starts at 1.0, and takes a step with NaN/Inf gradients for "
            "log2(amax) = 2**log_max, which holds the scale at scale_min for "

@@ -4,11 +4,11 @@ Each row is a small file in the shape OpenSeq2Seq's configs and training
 code have, and the exact findings `(line, reason)`; the source must come
 back unchanged. Expected texts are written by hand from the rules in
 `mp_optimizer/migrate/scalers.py`: Backoff is
-`ExponentialUpdateLossScaleManager` when its `step_factor` is a power of two
-and `DynamicLossScale` otherwise; LogMax's nearest is
-`AmaxHistoryLossScaleManager`; a fixed scale is `FixedLossScaleManager(...,
-skip_nonfinite_steps=False)`. That the Backoff spellings do what OpenSeq2Seq
-did, step for step, is run in tests/migrate/test_migrate_backoff.py.
+`ExponentialUpdateLossScaleManager` with its params' values; LogMax's
+nearest is `AmaxHistoryLossScaleManager`; a fixed scale is
+`FixedLossScaleManager(..., skip_nonfinite_steps=False)`. That the Backoff
+spellings do what OpenSeq2Seq did, step for step, is run in
+tests/migrate/test_migrate_scalers.py.
 """
 
 from absl.testing import parameterized
@@ -27,7 +27,7 @@ _MOVE = ("the training code around it (OpenSeq2Seq's optimize_loss or "
          "wrapper kept")
 _MIXED = ' (applied only with dtype="mixed")'
 _LOGMAX = (
-    "no manager has its rule: it sets the scale to 2**(log_max - mu - "
+    "no manager has its rule: it sets the scale to 2**(16 - mu - "
     "overflow_std_dev * sigma) from running means of log2 of each step's "
     "largest gradient, starts at 1.0, and takes a step with NaN/Inf gradients "
     "for log2(amax) = 2**log_max, which holds the scale at scale_min for "
@@ -40,8 +40,9 @@ _AMAX = (
 _BACKOFF_DEFAULTS = ("scale_min 1.0, scale_max 2.0**24, step_factor 2.0, "
                      "step_window 2000")
 _GENERAL_BACKOFF = (
-    "`managers.DynamicLossScale(initial_loss_scale=scale_max, "
-    "increment_period=step_window, multiplier=step_factor, "
+    "`managers.ExponentialUpdateLossScaleManager(init_loss_scale=scale_max, "
+    "incr_every_n_steps=step_window, decr_every_n_nan_or_inf=1, "
+    "incr_ratio=step_factor, decr_ratio=1 / step_factor, "
     "min_loss_scale=scale_min, max_loss_scale=scale_max)`")
 _GENERAL_LOGMAX = (
     "`managers.AmaxHistoryLossScaleManager(init_loss_scale=max(1.0, "
@@ -104,17 +105,20 @@ CASES = [
          "ExponentialUpdateLossScaleManager(init_loss_scale=2.**15, "
          "incr_every_n_steps=100, decr_every_n_nan_or_inf=1, incr_ratio=4.0, "
          "decr_ratio=0.25, min_loss_scale=2.0, max_loss_scale=2.**15)")))]),
-    ("backoff_factor_not_a_power_of_two",  # Divided, as OpenSeq2Seq does.
+    ("backoff_factor_not_a_power_of_two",
      SCALER + "scaler = AutomaticLossScaler(algorithm='Backoff',\n"
      "                             params=dict(step_factor=3.0))\n",
      [(2, _backoff(_LABEL, (
-         "DynamicLossScale(initial_loss_scale=2.0**24, increment_period=2000, "
-         "multiplier=3.0, min_loss_scale=1.0, max_loss_scale=2.0**24)")))]),
+         "ExponentialUpdateLossScaleManager(init_loss_scale=2.0**24, "
+         "incr_every_n_steps=2000, decr_every_n_nan_or_inf=1, incr_ratio=3.0, "
+         "decr_ratio=1 / 3.0, min_loss_scale=1.0, max_loss_scale=2.0**24)")))]),
     ("backoff_factor_not_literal",
-     SCALER + "scaler = AutomaticLossScaler('Backoff', {'step_factor': f})\n",
+     SCALER + "s = AutomaticLossScaler('Backoff', {'step_factor': f + 1})\n",
      [(2, _backoff(_LABEL, (
-         "DynamicLossScale(initial_loss_scale=2.0**24, increment_period=2000, "
-         "multiplier=f, min_loss_scale=1.0, max_loss_scale=2.0**24)")))]),
+         "ExponentialUpdateLossScaleManager(init_loss_scale=2.0**24, "
+         "incr_every_n_steps=2000, decr_every_n_nan_or_inf=1, incr_ratio=f + "
+         "1, decr_ratio=1 / (f + 1), min_loss_scale=1.0, "
+         "max_loss_scale=2.0**24)")))]),
     ("backoff_params_not_literal",
      SCALER + "def make(cfg):\n  return AutomaticLossScaler('Backoff', cfg)\n",
      [(3, _backoff(_LABEL, _GENERAL_BACKOFF[10:-1], after=(
