@@ -119,8 +119,12 @@ class OpenSeq2SeqPass(cst.CSTVisitor):
                if isinstance(e, cst.DictElement)}
     if _SCALE_KEY in entries:
       entry, params = entries[_SCALE_KEY], entries.get(_PARAMS_KEY)
+      if params is not None:
+        params = params.value
+      elif len(entries) < len(node.elements):
+        params = cst.Ellipsis()  # `{**base, ...}`: maybe in `base`.
       self._config(entry, f"{shown(entry.key)}: {shown(entry.value)}",
-                   entry.value, None if params is None else params.value)
+                   entry.value, params)
 
   def visit_Call(self, node: cst.Call) -> None:
     kind = self._kind(node.func)
@@ -139,10 +143,13 @@ class OpenSeq2SeqPass(cst.CSTVisitor):
       self._chosen(node, label, scale, self._keyword(node, _PARAMS_KEY),
                    mixed_only=kind == scalers.OPTIMIZE_LOSS)
     elif self._is_dict(node.func):
-      scale = self._keyword(node, _SCALE_KEY)
-      if scale is not None and not any(a.star for a in node.args):
-        self._config(node, f"{_SCALE_KEY}={shown(scale)}", scale,
-                     self._keyword(node, _PARAMS_KEY))
+      scale, params = (self._keyword(node, _SCALE_KEY),
+                       self._keyword(node, _PARAMS_KEY))
+      if scale is not None and params is None and any(
+          a.keyword is None for a in node.args):
+        params = cst.Ellipsis()  # `dict(base, ...)`: maybe in `base`.
+      if scale is not None:
+        self._config(node, f"{_SCALE_KEY}={shown(scale)}", scale, params)
 
   @staticmethod
   def _keyword(call: cst.Call, name: str) -> Optional[cst.BaseExpression]:

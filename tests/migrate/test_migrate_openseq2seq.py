@@ -11,10 +11,14 @@ spellings do what OpenSeq2Seq did, step for step, is run in
 tests/migrate/test_migrate_scalers.py.
 """
 
+import pathlib
+
 from absl.testing import parameterized
 
 from mp_optimizer import migrate
+from tests import converted_files
 
+FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 SCALER = ("from open_seq2seq.optimizers.automatic_loss_scaler import "
           "AutomaticLossScaler\n")
 OPTIMIZE = "from open_seq2seq.optimizers import optimize_loss\n"
@@ -236,6 +240,18 @@ CASES = [
                       "(defaults: scale_min 1.0, scale_max 2.0**24, log_max "
                       "16.0, beta1 0.99, beta2 0.999, overflow_std_dev "
                       "3.09)")))]),
+    ("config_built_from_another",  # Its params may be in `base`.
+     "from open_seq2seq.models import Speech2Text\n"
+     "params = dict(base, loss_scaling='Backoff')\n"
+     "other = {**base, 'loss_scaling': 'Backoff'}\n",
+     [(2, _backoff("`loss_scaling='Backoff'` (an OpenSeq2Seq model config)",
+                   _GENERAL_BACKOFF[10:-1], mixed=True, after=(
+                       " with the values of its params, not known here "
+                       f"(defaults: {_BACKOFF_DEFAULTS})"))),
+      (3, _backoff("`'loss_scaling': 'Backoff'` (an OpenSeq2Seq model "
+                   "config)", _GENERAL_BACKOFF[10:-1], mixed=True, after=(
+                       " with the values of its params, not known here "
+                       f"(defaults: {_BACKOFF_DEFAULTS})")))]),
     ("other_packages_left_alone",  # Not OpenSeq2Seq's names or configs.
      "import tensorflow as tf\nfrom seq2seq_lib import optimize_loss\n"
      "# open_seq2seq's loss_scaling, for comparison.\n"
@@ -252,6 +268,52 @@ class OpenSeq2SeqTest(parameterized.TestCase):
     self.assertEqual(converted, source)
     self.assertEqual([(f.line, f.reason) for f in findings], found)
     self.assertTrue(all(f.needs_human for f in findings))
+
+
+# Fixture -> the exact stderr lines of the command ({} is the file).
+MESSAGES = {
+    "openseq2seq_config.py": [
+        "{}:25: " + _backoff(
+            "`\"loss_scaling\": \"Backoff\"` (an OpenSeq2Seq model config)",
+            "ExponentialUpdateLossScaleManager(init_loss_scale=2.0**16, "
+            "incr_every_n_steps=1000, decr_every_n_nan_or_inf=1, "
+            "incr_ratio=2.0, decr_ratio=0.5, min_loss_scale=1.0, "
+            "max_loss_scale=2.0**16)", mixed=True),
+        "{}:37: " + _fixed("`loss_scaling=512.0` (an OpenSeq2Seq model "
+                           "config)", "512.0")],
+    "openseq2seq_training.py": [
+        "{}:13: " + _not_literal(
+            "`optimize_loss(..., loss_scaling=config.get(\"loss_scaling\", "
+            "\"Backoff\"))`", "config.get(\"loss_scaling\", \"Backoff\")",
+            numbers=True, mixed=True),
+        "{}:21: " + _logmax(
+            "`optimize_loss(..., loss_scaling=\"LogMax\")`",
+            "AmaxHistoryLossScaleManager(init_loss_scale=1.0, "
+            "min_loss_scale=1.0, max_loss_scale=2.0**20)", mixed=True),
+        "{}:28: " + _backoff(
+            _LABEL, "ExponentialUpdateLossScaleManager(init_loss_scale="
+            "2.0**24, incr_every_n_steps=500, decr_every_n_nan_or_inf=1, "
+            "incr_ratio=2.0, decr_ratio=0.5, min_loss_scale=4.0, "
+            "max_loss_scale=2.0**24)")],
+}
+
+
+class OpenSeq2SeqFilesTest(converted_files.ConvertedFilesTest):
+  """The command on files in the shape of OpenSeq2Seq's configs and code."""
+
+  SOURCE = FIXTURES
+  NAMES = tuple(MESSAGES)
+
+  def test_command_reports_each_place_and_changes_nothing(self):
+    status, out, err = self.migrate
+    expected = [line.format(self.dir / name)
+                for name, lines in sorted(MESSAGES.items()) for line in lines]
+    self.assertEqual((status, out, err.splitlines()), (1, "", expected))
+    self.assertEqual(self.summary, "mp-optimizer-migrate: 2 files scanned, "
+                     "0 changed, 5 findings, 0 notices, 0 errors")
+    for name in self.NAMES:
+      self.assertEqual((self.dir / name).read_bytes(),
+                       (FIXTURES / name).read_bytes())
 
 
 if __name__ == "__main__":
