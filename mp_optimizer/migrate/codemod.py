@@ -9,7 +9,8 @@
    `environment.EnvironmentPass`: NVIDIA's container variables, set to
    switch mixed precision on, are reported;
    `openseq2seq.OpenSeq2SeqPass`: OpenSeq2Seq's loss scaling is reported,
-   with the manager that does the same.
+   with the manager that does the same (in a file that may use it,
+   `scalers.mentions`).
 4. `imports.rewrite_imports`: legacy imports are rewritten or dropped.
 5. `new_imports.add`: the packages the new code refers to are imported.
 """
@@ -29,6 +30,7 @@ from mp_optimizer.migrate import names
 from mp_optimizer.migrate import new_imports
 from mp_optimizer.migrate import openseq2seq
 from mp_optimizer.migrate import resolve
+from mp_optimizer.migrate import scalers
 
 
 def convert(source: str) -> Tuple[str, List[findings.Finding]]:
@@ -45,7 +47,8 @@ def convert(source: str) -> Tuple[str, List[findings.Finding]]:
     libcst.ParserSyntaxError: If `source` mentions a legacy name and does not
       parse.
   """
-  if not names.might_use_legacy(source.encode("utf-8", "surrogatepass")):
+  data = source.encode("utf-8", "surrogatepass")
+  if not names.might_use_legacy(data):
     return source, []  # Nothing to convert or report: not even parsed.
   reduced = chunks.Reduced(source)
   # The tree is ours alone: no need for the wrapper's defensive deep copy.
@@ -62,7 +65,8 @@ def convert(source: str) -> Tuple[str, List[findings.Finding]]:
   environment_pass = environment.EnvironmentPass(reduced.line)
   wrapper.visit(environment_pass)
   openseq2seq_pass = openseq2seq.OpenSeq2SeqPass(reduced.line)
-  wrapper.visit(openseq2seq_pass)
+  if scalers.mentions(data):  # The pass visits every name: only if needed.
+    wrapper.visit(openseq2seq_pass)
   module = imports.rewrite_imports(module)
   if expression_pass.needed:
     module = new_imports.add(module, expression_pass.needed, refs)

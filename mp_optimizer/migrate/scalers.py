@@ -56,7 +56,7 @@ DEFAULTS = {
 # A file can use OpenSeq2Seq's loss scaling only if it imports from
 # open_seq2seq (OpenSeq2Seq's own modules import these relatively) and
 # spells one of these.
-_PACKAGE = re.compile(rb"open_seq2seq|automatic_loss_scaler|mp_wrapper")
+_PACKAGE = (b"open_seq2seq", b"automatic_loss_scaler", b"mp_wrapper")
 _MENTIONS = re.compile(rb"LossScaler|BackoffScaler|LogMaxScaler|loss_scaling|"
                        rb"MixedPrecisionOptimizerWrapper")
 
@@ -71,8 +71,8 @@ _OWN = "not rewritten: OpenSeq2Seq's scaler has an interface of its own"
 
 def mentions(source: bytes) -> bool:
   """Whether `source` (a file's bytes) may use OpenSeq2Seq's loss scaling."""
-  return (_PACKAGE.search(source) is not None and
-          _MENTIONS.search(source) is not None)
+  return any(name in source for name in _PACKAGE) and (
+      _MENTIONS.search(source) is not None)
 
 
 def kind(path: str) -> Optional[str]:
