@@ -14,6 +14,10 @@ a unified diff is printed (apply it with `patch -p0`); `--in-place` writes the
 files. A file that cannot refer to the legacy API (it does not spell both
 `tensorflow` and a legacy name) is not parsed at all.
 
+OpenSeq2Seq's loss scaling (`AutomaticLossScaler`, `optimize_loss(...,
+loss_scaling=...)`, a config's `"loss_scaling"`) is reported, never rewritten,
+with the manager that does the same (Backoff) or comes nearest (LogMax).
+
 What cannot be converted safely is printed to stderr as `file:line: reason`;
 a documented difference the converted code now has is printed as
 `file:line: notice: reason`, with the spelling that keeps the old behaviour.
@@ -32,9 +36,11 @@ to through imports and aliases), `expressions` (rewrites legacy references),
 `flow` and `calls` (legacy calls and what flows into their arguments),
 `layout` (continuation lines), `findings` and `subclasses` (what is left
 for a human), `getters` and `environment` (hand-written float32 getters,
-NVIDIA's container variables), `imports` (rewrites imports), `new_imports`
-(adds them), `chunks` (what is left out of the parse) and `diffs`
-(unified diffs in linear time). Neither
+NVIDIA's container variables), `openseq2seq`, `scalers` and `literals`
+(OpenSeq2Seq's loss scaling, reported with the manager that does the same,
+from the literal values written there), `imports` (rewrites imports),
+`new_imports` (adds them), `chunks` (what is left out of the parse) and
+`diffs` (unified diffs in linear time). Neither
 TensorFlow nor `mp_optimizer`'s own TensorFlow code is imported.
 """
 

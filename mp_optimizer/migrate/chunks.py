@@ -28,10 +28,12 @@ from mp_optimizer.migrate import names
 
 # What a function or class must spell to be parsed: the file filter's legacy
 # spellings, the library's own names (a converted file, run again), contrib's
-# private members, and NVIDIA's environment variables.
+# private members, NVIDIA's environment variables, and OpenSeq2Seq's loss
+# scaling (its scalers, its optimizer wrapper, `optimize_loss`, configs).
 _RELEVANT = re.compile(
     r"mixed_precision|LossScale|experimental|getter|mp_optimizer|managers|"
-    r"get_loss_scale|TF_ENABLE_AUTO_MIXED_PRECISION|import|\.(?:" +
+    r"get_loss_scale|TF_ENABLE_AUTO_MIXED_PRECISION|import|Scaler|"
+    r"loss_scaling|MixedPrecisionOptimizerWrapper|optimize_loss|\.(?:" +
     "|".join(sorted(names.LEGACY_PRIVATE)) + r")\b")
 _DEFINITIONS = ("def", "class", "async", "@")
 

@@ -7,7 +7,10 @@
 3. `findings.FindingsPass`: what no rewrite can fix is reported;
    `getters.GetterPass`: hand-written float32 getters get a notice;
    `environment.EnvironmentPass`: NVIDIA's container variables, set to
-   switch mixed precision on, are reported.
+   switch mixed precision on, are reported;
+   `openseq2seq.OpenSeq2SeqPass`: OpenSeq2Seq's loss scaling is reported,
+   with the manager that does the same (in a file that may use it,
+   `scalers.mentions`).
 4. `imports.rewrite_imports`: legacy imports are rewritten or dropped.
 5. `new_imports.add`: the packages the new code refers to are imported.
 """
@@ -25,7 +28,9 @@ from mp_optimizer.migrate import getters
 from mp_optimizer.migrate import imports
 from mp_optimizer.migrate import names
 from mp_optimizer.migrate import new_imports
+from mp_optimizer.migrate import openseq2seq
 from mp_optimizer.migrate import resolve
+from mp_optimizer.migrate import scalers
 
 
 def convert(source: str) -> Tuple[str, List[findings.Finding]]:
@@ -42,7 +47,8 @@ def convert(source: str) -> Tuple[str, List[findings.Finding]]:
     libcst.ParserSyntaxError: If `source` mentions a legacy name and does not
       parse.
   """
-  if not names.might_use_legacy(source.encode("utf-8", "surrogatepass")):
+  data = source.encode("utf-8", "surrogatepass")
+  if not names.might_use_legacy(data):
     return source, []  # Nothing to convert or report: not even parsed.
   reduced = chunks.Reduced(source)
   # The tree is ours alone: no need for the wrapper's defensive deep copy.
@@ -58,9 +64,13 @@ def convert(source: str) -> Tuple[str, List[findings.Finding]]:
   wrapper.visit(getter_pass)
   environment_pass = environment.EnvironmentPass(reduced.line)
   wrapper.visit(environment_pass)
+  openseq2seq_pass = openseq2seq.OpenSeq2SeqPass(reduced.line)
+  if scalers.mentions(data):  # The pass visits every name: only if needed.
+    wrapper.visit(openseq2seq_pass)
   module = imports.rewrite_imports(module)
   if expression_pass.needed:
     module = new_imports.add(module, expression_pass.needed, refs)
   found = (set(expression_pass.findings) | set(findings_pass.findings) |
-           set(getter_pass.findings) | set(environment_pass.findings))
+           set(getter_pass.findings) | set(environment_pass.findings) |
+           set(openseq2seq_pass.findings))
   return reduced.restore(module.code), sorted(found, key=lambda f: (f.line, f.reason))

@@ -14,6 +14,8 @@ import dataclasses
 import re
 from typing import Dict, FrozenSet, Optional, Set
 
+from mp_optimizer.migrate import scalers
+
 CONTRIB = "contrib"
 TF = "tf"
 
@@ -124,7 +126,8 @@ LIBRARY_NAMES: Dict[str, Target] = _build_converted()
 # TensorFlow); a hand-written float32 getter calls its `getter(`. A file
 # that uses this library (converted code, run again: what is still to do is
 # reported) spells `mp_optimizer` or imports `managers`; one that sets
-# NVIDIA's variables spells them. A file with none of these has nothing to
+# NVIDIA's variables spells them; one that uses OpenSeq2Seq's loss scaling
+# passes `scalers.mentions`. A file with none of these has nothing to
 # convert or report: it is never parsed.
 _MENTIONS = re.compile(
     rb"mixed_precision|LossScale|train\.experimental|import\s+experimental|"
@@ -143,7 +146,7 @@ def might_use_legacy(source: bytes) -> bool:
       that Python accepts).
   """
   return (b"tensorflow" in source and _MENTIONS.search(source) is not None
-          ) or _OURS.search(source) is not None
+          ) or _OURS.search(source) is not None or scalers.mentions(source)
 
 
 # Modules whose every public member is a legacy name. The contrib ones (the
