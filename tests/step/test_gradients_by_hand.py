@@ -120,7 +120,10 @@ def _accumulating(opt, variables, grads, through_cond):
   update = tf.cond(apply_now,
                    lambda: opt.apply_gradients(zip(accumulated, variables)),
                    tf.no_op)
-  with tf.control_dependencies([update]):
+  # The count moves only after every read of it: with ref variables `current`
+  # aliases the counter's buffer, and on a micro-step that does not apply,
+  # `update` is ready before the reset-or-add `tf.cond` has read its predicate.
+  with tf.control_dependencies([update, *accumulated]):
     after = [step.assign_add(1)]
     if not through_cond:
       after.append(tf.cond(apply_now, lambda: tf.group(
