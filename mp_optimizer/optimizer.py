@@ -200,8 +200,8 @@ class LossScaleOptimizer(Optimizer):
       RuntimeError: Under eager execution.
     """
     per_graph.require_graph("LossScaleOptimizer.get_unscaled_gradients")
-    return scaling.unscale(list(grads),
-                            read_loss_scale(self._manager))
+    return scaling.unscale(list(grads), read_loss_scale(self._manager),
+                           stack=self._manager.skips_nonfinite_steps)
 
   def check_finite(self, grads: Iterable[tensors.Gradient]) -> tf.Tensor:
     """Returns a scalar bool tensor: are all `grads` finite (None ignored)?
@@ -244,7 +244,8 @@ class LossScaleOptimizer(Optimizer):
         aggregation_method=aggregation_method,
         colocate_gradients_with_ops=colocate_gradients_with_ops,
         grad_loss=grad_loss)
-    grads = scaling.unscale([g for g, _ in grads_and_vars], loss_scale)
+    grads = scaling.unscale([g for g, _ in grads_and_vars], loss_scale,
+                            stack=self._manager.skips_nonfinite_steps)
     return list(zip(grads, [v for _, v in grads_and_vars]))
 
   def apply_gradients(self, grads_and_vars: Iterable[Tuple[Any, tf.Variable]],
