@@ -95,6 +95,13 @@ SHAPES = {
                        embedding, size=1, other_size=3),
 }
 
+def smoke(shape: Shape) -> Shape:
+  """`shape` at two tiny sizes, for a run that only checks the benchmark."""
+  size, other = min(shape.size, 2), min(shape.other_size, 3)
+  return dataclasses.replace(shape, size=size,
+                             other_size=other if other != size else size + 1)
+
+
 # Only for counting ops: the worst case for grouping by shape.
 DISTINCT = Shape("distinct", "layers 16x17, 17x18, ... (no two shapes alike)",
                  distinct_shapes, size=20, other_size=10)
