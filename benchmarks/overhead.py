@@ -8,7 +8,8 @@ their own graphs and Sessions and timed in interleaved rounds
 (`benchmarks.timing`). Then graph size and step memory
 (`benchmarks.graph_cost`), the same steps under XLA, and the dynamic scale's
 update with and without its mutex (`benchmarks.micro`). The report goes to
-stdout and to the file.
+stdout and to the file; the section `benchmarks/scaling.py` writes there is
+kept.
 
 `--retired` also times the designs the library left behind
 (`benchmarks.variants`: other finite checks and gates, rebuilt from public
@@ -37,6 +38,7 @@ from benchmarks import graph_cost
 from benchmarks import implementations as impls
 from benchmarks import micro
 from benchmarks import report
+from benchmarks import scaling_report
 from benchmarks import shapes
 from benchmarks import steps
 from benchmarks import targets
@@ -250,8 +252,9 @@ def main(argv=None) -> int:
                         checks, updates)
   path = os.path.join(os.path.dirname(os.path.dirname(
       os.path.abspath(__file__))), args.output)
+  kept = scaling_report.saved_section(path)
   with open(path, "w", encoding="utf-8") as out:
-    out.write(text)
+    out.write(text + ("\n" + kept if kept else ""))
   print(targets.console_summary(results))
   print(f"\nWrote {path}")
   return 0

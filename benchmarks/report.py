@@ -187,6 +187,7 @@ def method_text(results: List[ShapeResult], timed_pools: int) -> str:
 
 def header_text(machine: Machine) -> str:
   return f"""\
+<!-- --8<-- [start:before_plot] -->
 # Benchmarks: what loss scaling costs per step
 
 Written by `{machine.command}` (`make bench` runs it with its defaults);

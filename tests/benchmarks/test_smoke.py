@@ -35,6 +35,18 @@ class SmokeTest(parameterized.TestCase):
                     "## Retired designs", "## Under XLA", "## Method"):
       self.assertIn(heading, text)
 
+  def test_scaling_keeps_the_rest_of_the_file(self):
+    folder = self.create_tempdir().full_path
+    output = os.path.join(folder, "BENCHMARKS.md")
+    pathlib.Path(output).write_text("# Kept\n", encoding="utf-8")
+    plot = os.path.join(folder, "scaling.png")
+    self._run("scaling.py", "--smoke", "--sizes", "3", "--inners", "sgd,adam",
+              "--seconds", "0", "--output", output, "--plot", plot)
+    text = pathlib.Path(output).read_text(encoding="utf-8")
+    self.assertTrue(text.startswith("# Kept\n"))
+    self.assertIn("## Growth with the number of variables", text)
+    self.assertGreater(os.path.getsize(plot), 0)
+
   def test_overflow_report(self):
     self.assertIn("interleaved rounds",
                   self._run("overflow_report.py", "--smoke", "--seconds", "0"))
