@@ -12,7 +12,8 @@
 #                link of README.md and docs/), and the documentation build
 #   make docs    the documentation site into site/ (MkDocs, warnings as
 #                errors); open site/index.html
-#   make bench   overhead benchmarks (writes BENCHMARKS.md)
+#   make bench   overhead benchmarks, then their growth with the number of
+#                variables (writes BENCHMARKS.md and docs/scaling.png)
 #   make bench-codemod  mp-optimizer-migrate on a big file and a model-zoo tree
 #   make soak    20,000-step soak run
 #   make test-horovod  TF 2.15 + Horovod built from source (about 12 minutes)
@@ -144,6 +145,7 @@ test-horovod: $(VENV)/horovod/.ready
 
 bench: $(VENV)/tf$(NEWEST)/.ready
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/overhead.py
+	$(VENV)/tf$(NEWEST)/bin/python benchmarks/scaling.py
 
 bench-codemod: $(VENV)/tf$(NEWEST)/.ready
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/codemod_speed.py

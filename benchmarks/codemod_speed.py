@@ -1,6 +1,7 @@
 """How fast `mp-optimizer-migrate` goes through big files and whole trees.
 
     python benchmarks/codemod_speed.py [--repeat 1] [--jobs N] [--only CASE]
+        [--scale 1]
 
 It writes its own inputs into a temporary folder (no network) and times the
 command line in a fresh interpreter, as a user runs it (diff mode, stdout
@@ -22,6 +23,7 @@ machine does not inflate):
   hand-written float32 getter; target < 120 s on 2 cores.
 
 Targets are printed next to the numbers; nothing here fails a build.
+`--scale` multiplies every case's size (a smoke run uses 0.001).
 """
 
 import argparse
@@ -243,7 +245,7 @@ def time_command(paths: List[str],
   return seconds, float(cpu), int(peak_kib) / 1024, int(status)
 
 
-def main() -> None:
+def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--repeat", type=int, default=1,
                       help="runs per case; the fastest is reported")
@@ -251,23 +253,29 @@ def main() -> None:
                       help="passed on as --jobs (default: the command's own)")
   parser.add_argument("--only", choices=["file", "big", "tree"],
                       default=None, help="run one of the cases")
-  args = parser.parse_args()
+  parser.add_argument("--scale", type=float, default=1.0,
+                      help="multiplies the cases' sizes (targets are for 1)")
+  args = parser.parse_args(argv)
+  scale = args.scale
   extra = [] if args.jobs is None else ["--jobs", str(args.jobs)]
   folder = tempfile.mkdtemp()
   try:
     cases = []
     if args.only in (None, "file"):
-      big, big_lines = write_big_file(folder)
+      big, big_lines = write_big_file(folder, max(1, int(50_000 * scale)))
       cases.append((f"one file, {big_lines:,} lines, no legacy API", [big],
                     1.0))
     if args.only in (None, "big"):
-      legacy, legacy_lines, uses = write_big_legacy_file(folder)
+      legacy, legacy_lines, uses = write_big_legacy_file(
+          folder, max(1, int(5_000_000 * scale)))
       size = os.path.getsize(legacy) / 1e6
       cases.append((f"one file, {size:.1f} MB, {legacy_lines:,} lines, {uses} "
                     "definitions using the legacy API", [legacy], 10.0))
     if args.only in (None, "tree"):
-      zoo, zoo_lines, legacy_files = write_zoo(folder)
-      cases.append((f"tree, 10,000 files, {zoo_lines:,} lines, "
+      files = max(1, int(10_000 * scale))
+      zoo, zoo_lines, legacy_files = write_zoo(
+          folder, files, max(files, int(2_000_000 * scale)))
+      cases.append((f"tree, {files:,} files, {zoo_lines:,} lines, "
                     f"{legacy_files} with legacy API", [zoo], 120.0))
     print(f"mp-optimizer-migrate speed ({os.cpu_count()} CPUs, load "
           f"{os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]})")

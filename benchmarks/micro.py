@@ -1,4 +1,4 @@
-"""Single parts timed alone: the finite check, and the scale's state update.
+"""Single parts timed alone: finite checks, the scale update and its mutex.
 
 A whole step on a shared machine varies by a few percent; a part that costs
 1% of it is invisible there. Run alone, in interleaved rounds like the steps,
@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from mp_optimizer import managers
+from mp_optimizer.managers import transition
 from benchmarks import timing
 from benchmarks import variants
 
@@ -56,7 +57,8 @@ def _session_runner(build: Callable[[], object]) -> Callable[[], None]:
   return lambda: session.run(fetch)
 
 
-def finite_checks(seconds: float) -> Dict[str, Dict[str, float]]:
+def finite_checks(seconds: float,
+                  min_rounds: int = timing.MIN_ROUNDS) -> Dict[str, Dict[str, float]]:
   """Microseconds per check, above a do-nothing run, per shape and check."""
   results = {}
   for shape_name in GRADIENTS:
@@ -65,7 +67,8 @@ def finite_checks(seconds: float) -> Dict[str, Dict[str, float]]:
       runners[label] = _session_runner(
           lambda check=check, shape_name=shape_name: check(
               _gradients(shape_name)))
-    rounds = timing.interleaved(runners, seconds / len(GRADIENTS))
+    rounds = timing.interleaved(runners, seconds / len(GRADIENTS),
+                                min_rounds=min_rounds)
     base = rounds["nothing"]
     results[shape_name] = {label: float(np.median(rounds[label] - base)) * 1e6
                            for label in CHECKS}
@@ -78,7 +81,8 @@ def _one_gradient_update(make_loss_scale) -> Tuple:
   return update_op
 
 
-def state_updates(seconds: float) -> Dict[str, float]:
+def state_updates(seconds: float,
+                  min_rounds: int = timing.MIN_ROUNDS) -> Dict[str, float]:
   """Microseconds per `update()` of a dynamic scale, one scalar gradient."""
   contenders = {
       "nothing": tf.no_op,
@@ -87,8 +91,50 @@ def state_updates(seconds: float) -> Dict[str, float]:
       "ours, DynamicLossScale (Switch-gated writes)":
           lambda: _one_gradient_update(managers.DynamicLossScale),
   }
+  return _above_nothing(contenders, seconds, min_rounds)
+
+
+def _above_nothing(contenders, seconds: float,
+                   min_rounds: int) -> Dict[str, float]:
+  """Microseconds of each contender above the one named "nothing"."""
   runners = {label: _session_runner(build)
              for label, build in contenders.items()}
-  rounds = timing.interleaved(runners, seconds)
+  rounds = timing.interleaved(runners, seconds, min_rounds=min_rounds)
   return {label: float(np.median(rounds[label] - rounds["nothing"])) * 1e6
           for label in contenders if label != "nothing"}
+
+
+def _contrib_update(locked: bool):
+  """contrib's dynamic update on an always-finite flag, with or without lock.
+
+  Locked is the manager's own `update_loss_scale`. Unlocked reads the same
+  three variables, computes the same `transition.next_state` with the same
+  policy and writes it back, with no mutex around it.
+  """
+  finite = v1.placeholder_with_default(True, [])
+  manager = managers.ExponentialUpdateLossScaleManager(2**12, 2000)
+  if locked:
+    return manager.update_loss_scale(finite)
+  scale = tf.Variable(2.0**12, name="loss_scale")
+  good = tf.Variable(0, name="good_steps")
+  bad = tf.Variable(0, name="bad_steps")
+  policy = transition.Policy(
+      incr_every=2000, decr_every=2, incr_ratio=2.0, decr_ratio=0.8,
+      shrink_by_dividing=False, min_scale=1.0, max_scale=None,
+      hysteresis="contrib")
+  new = transition.next_state(policy, transition.State(
+      scale.read_value(), good.read_value(), bad.read_value()), finite)
+  return tf.group(scale.assign(new.scale, read_value=False),
+                  good.assign(new.good_steps, read_value=False),
+                  bad.assign(new.bad_steps, read_value=False))
+
+
+def locked_updates(seconds: float,
+                   min_rounds: int = timing.MIN_ROUNDS) -> Dict[str, float]:
+  """Microseconds per update of contrib's dynamic scale, locked or not."""
+  return _above_nothing({
+      "nothing": tf.no_op,
+      "without the mutex (the same transition)":
+          lambda: _contrib_update(locked=False),
+      "with the mutex (the library's)": lambda: _contrib_update(locked=True),
+  }, seconds, min_rounds)

@@ -1,6 +1,7 @@
 """Clean-step cost of `overflow_report=True`, side by side in one run.
 
     python benchmarks/overflow_report.py [--seconds 60] [--shape many_small]
+        [--smoke]
 
 Three contenders on one model shape (default many_small: 100 layers of
 64x64, 200 variables), each in its own graph and Session, every step finite:
@@ -52,12 +53,16 @@ def _executed_ops(step: steps.Step) -> int:
              for device in metadata.step_stats.dev_stats)
 
 
-def main() -> None:
+def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--seconds", type=float, default=60.0)
   parser.add_argument("--shape", default="many_small", choices=shapes.SHAPES)
-  args = parser.parse_args()
+  parser.add_argument("--smoke", action="store_true",
+                      help="a tiny model and one round")
+  args = parser.parse_args(argv)
   shape = shapes.SHAPES[args.shape]
+  if args.smoke:
+    shape = shapes.smoke(shape)
   make_loss = lambda: shape.build(shape.size)
   contenders = {
       "off": steps.build(make_loss, _train_op(False)),
@@ -71,7 +76,8 @@ def main() -> None:
           f"executed in a clean step {_executed_ops(step):5d}")
   rounds = timing.interleaved({name: step.run
                                for name, step in contenders.items()},
-                              args.seconds)
+                              args.seconds,
+                              min_rounds=1 if args.smoke else timing.MIN_ROUNDS)
   print(f"{len(rounds['off'])} interleaved rounds; median clean step "
         f"(off) {timing.step_seconds(rounds, 'off') * 1e3:.3f} ms")
   for name in ("off_again", "on"):

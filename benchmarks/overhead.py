@@ -1,12 +1,21 @@
 """Loss-scaling overhead, side by side in one run; writes BENCHMARKS.md.
 
     python benchmarks/overhead.py [--minutes 8] [--output BENCHMARKS.md]
+        [--retired] [--smoke]
 
-For each model shape, bare Adam, TF's built-in wrapper and ours (plus the
-variants of `benchmarks.variants`) are built in their own graphs and Sessions
-and timed in interleaved rounds (`benchmarks.timing`). Then graph size and
-step memory (`benchmarks.graph_cost`), the same steps under XLA, and single
-parts alone (`benchmarks.micro`). The report goes to stdout and to the file.
+For each model shape, bare Adam, TF's built-in wrapper and ours are built in
+their own graphs and Sessions and timed in interleaved rounds
+(`benchmarks.timing`). Then graph size and step memory
+(`benchmarks.graph_cost`), the same steps under XLA, and the dynamic scale's
+update with and without its mutex (`benchmarks.micro`). The report goes to
+stdout and to the file; the section `benchmarks/scaling.py` writes there is
+kept.
+
+`--retired` also times the designs the library left behind
+(`benchmarks.variants`: other finite checks and gates, rebuilt from public
+parts) and the checks alone; docs/performance-history.md tells what each
+showed when it was retired. `--smoke` builds every shape at a tiny size and
+times one round of each pool, to check that the benchmark runs.
 """
 
 import argparse
@@ -25,13 +34,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import tensorflow as tf  # After the sys.path line above, as all below.
 
-from benchmarks import findings
 from benchmarks import graph_cost
 from benchmarks import implementations as impls
 from benchmarks import micro
 from benchmarks import report
+from benchmarks import scaling_report
 from benchmarks import shapes
 from benchmarks import steps
+from benchmarks import targets
 from benchmarks import timing
 from benchmarks import variants
 
@@ -42,6 +52,13 @@ XLA_IMPLEMENTATIONS = ("bare", "tf_dynamic", "ours_contrib", "ours_tf2")
 # Step memory depends on the order the executor happens to run ops in; the
 # median over a few traced steps is steadier than one.
 TRACED_STEPS = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """What the command line asked for."""
+  retired: bool = False
+  min_rounds: int = timing.MIN_ROUNDS
 
 
 @dataclasses.dataclass
@@ -77,11 +94,11 @@ def _main_contenders(shape: shapes.Shape, scope=None) -> List[Contender]:
   return out
 
 
-def _idea_contenders(shape: shapes.Shape,
-                     main: List[Contender]) -> List[Contender]:
+def _idea_contenders(shape: shapes.Shape, main: List[Contender],
+                     settings: Settings) -> List[Contender]:
   steps_of = {c.name: c.step for c in main}
   out = []
-  for idea in variants.IDEAS:
+  for idea in variants.IDEAS if settings.retired else ():
     if shape.name not in idea.shapes:
       continue
     config = steps.session_config(idea.grappler)
@@ -94,9 +111,10 @@ def _idea_contenders(shape: shapes.Shape,
   return out
 
 
-def _time_pool(contenders: List[Contender], seconds: float) -> report.Pool:
+def _time_pool(contenders: List[Contender], seconds: float,
+               settings: Settings) -> report.Pool:
   rounds = timing.interleaved({c.name: c.step.run for c in contenders},
-                              seconds)
+                              seconds, min_rounds=settings.min_rounds)
   rows = {}
   for c in contenders:
     rows[c.name] = report.Row(
@@ -144,12 +162,13 @@ def _ops_lines(shape: shapes.Shape, measured: Dict[str, Contender]):
   return lines
 
 
-def run_shape(shape: shapes.Shape, seconds: float) -> report.ShapeResult:
+def run_shape(shape: shapes.Shape, seconds: float,
+              settings: Settings) -> report.ShapeResult:
   _log(f"{shape.name}: building {shape.label}")
   main = _main_contenders(shape)
-  ideas = _idea_contenders(shape, main)
+  ideas = _idea_contenders(shape, main, settings)
   _log(f"{shape.name}: timing {len(main) + len(ideas)} steps, {seconds:.0f}s")
-  pool = _time_pool(main + ideas, seconds)
+  pool = _time_pool(main + ideas, seconds, settings)
   _measure_graphs(main)
   for c in main + ideas:
     c.step.close()
@@ -161,9 +180,8 @@ def run_shape(shape: shapes.Shape, seconds: float) -> report.ShapeResult:
       variables=by_name["bare"].step.trainable_variables)
 
 
-def count_distinct() -> Dict[str, tuple]:
+def count_distinct(shape: shapes.Shape) -> Dict[str, tuple]:
   """Ops-added lines on the family where no two variables share a shape."""
-  shape = shapes.DISTINCT
   _log("distinct shapes: counting ops")
   measured = {}
   for impl in impls.IMPLEMENTATIONS:
@@ -175,15 +193,16 @@ def count_distinct() -> Dict[str, tuple]:
   return _ops_lines(shape, measured)
 
 
-def run_xla(seconds: float) -> Dict[str, report.Pool]:
+def run_xla(family: List[shapes.Shape], seconds: float,
+            settings: Settings) -> Dict[str, report.Pool]:
   pools = {}
-  for shape in shapes.SHAPES.values():
+  for shape in family:
     _log(f"XLA: building and compiling {shape.name}")
     contenders = _main_contenders(shape, scope=tf.xla.experimental.jit_scope)
     for c in contenders:
       c.step.run()  # Compiles.
     _log(f"XLA: timing {shape.name} for {seconds:.0f}s")
-    pools[shape.name] = _time_pool(contenders, seconds)
+    pools[shape.name] = _time_pool(contenders, seconds, settings)
     for c in contenders:
       c.step.close()
   return pools
@@ -197,25 +216,46 @@ def main(argv=None) -> int:
   parser.add_argument("--output", default="BENCHMARKS.md",
                       help="Markdown file to write, relative to the "
                            "repository root")
+  parser.add_argument("--retired", action="store_true",
+                      help="also time the retired designs of "
+                           "benchmarks/variants.py")
+  parser.add_argument("--smoke", action="store_true",
+                      help="tiny models, one round per pool")
   args = parser.parse_args(argv)
+  settings = Settings(retired=args.retired,
+                      min_rounds=1 if args.smoke else timing.MIN_ROUNDS)
+  family = list(shapes.SHAPES.values())
+  distinct = shapes.DISTINCT
+  if args.smoke:
+    family = [shapes.smoke(shape) for shape in family]
+    distinct = shapes.smoke(distinct)
   seconds = args.minutes * 60
   machine = report.machine_info(" ".join(["python", "benchmarks/overhead.py"] +
                                          (argv or sys.argv[1:])))
   started = time.perf_counter()
-  results = [run_shape(shape, seconds * SHARES[shape.name])
-             for shape in shapes.SHAPES.values()]
-  distinct = count_distinct()
-  xla = run_xla(seconds * SHARES["xla"] / len(shapes.SHAPES))
+  results = [run_shape(shape, seconds * SHARES[shape.name], settings)
+             for shape in family]
+  distinct_lines = count_distinct(distinct)
+  xla = run_xla(family[:1] if args.smoke else family,
+                seconds * SHARES["xla"] / len(family), settings)
   _log("single parts alone")
-  checks = micro.finite_checks(seconds * SHARES["micro"] * 0.8)
-  updates = micro.state_updates(seconds * SHARES["micro"] * 0.2)
+  locks = micro.locked_updates(seconds * SHARES["micro"] * 0.2,
+                               settings.min_rounds)
+  checks = updates = None
+  if args.retired:
+    checks = micro.finite_checks(seconds * SHARES["micro"] * 0.6,
+                                 settings.min_rounds)
+    updates = micro.state_updates(seconds * SHARES["micro"] * 0.2,
+                                  settings.min_rounds)
   machine.finish(time.perf_counter() - started)
-  text = findings.render(machine, results, distinct, xla, checks, updates)
+  text = targets.render(machine, results, distinct_lines, xla, locks,
+                        checks, updates)
   path = os.path.join(os.path.dirname(os.path.dirname(
       os.path.abspath(__file__))), args.output)
+  kept = scaling_report.saved_section(path)
   with open(path, "w", encoding="utf-8") as out:
-    out.write(text)
-  print(findings.console_summary(results))
+    out.write(text + ("\n" + kept if kept else ""))
+  print(targets.console_summary(results))
   print(f"\nWrote {path}")
   return 0
 

@@ -187,6 +187,7 @@ def method_text(results: List[ShapeResult], timed_pools: int) -> str:
 
 def header_text(machine: Machine) -> str:
   return f"""\
+<!-- --8<-- [start:before_plot] -->
 # Benchmarks: what loss scaling costs per step
 
 Written by `{machine.command}` (`make bench` runs it with its defaults);
@@ -200,4 +201,23 @@ rerun it rather than editing this file.
 | load average (1 min), start / end | {machine.load_start:.2f} / \
 {machine.load_end:.2f} |
 | run time | {machine.minutes:.1f} min |
+"""
+
+
+def xla_text(xla: Dict[str, Pool]) -> str:
+  names = ["tf_dynamic", "ours_contrib", "ours_tf2"]
+  rows = []
+  for name in names:
+    rows.append([impls.BY_NAME[name].label] + [
+        f"{ratio_text(pool.rows[name].vs_reference)} / "
+        f"{ratio_text(pool.rows[name].vs_counterpart) or '-'}"
+        for pool in xla.values()])
+  bare = [f"{pool.rows['bare'].step_ms:.2f} ms" for pool in xla.values()]
+  return f"""\
+## Under XLA (`tf.xla.experimental.jit_scope` around model and optimizer)
+
+Each cell: ÷ bare Adam under XLA / ÷ TF's built-in under XLA (IQR). Bare
+Adam's step under XLA: {", ".join(f"{s} {b}" for s, b in zip(xla, bare))}.
+
+{table(["implementation"] + list(xla), rows)}
 """

@@ -59,6 +59,27 @@ def distinct_shapes(layers: int) -> tf.Tensor:
   return _dense_stack([16 + i for i in range(layers + 1)], batch=32)
 
 
+def chain(layers: int, width: int = 32, batch: int = 8) -> tf.Tensor:
+  """`layers` bias-free layers of width x width, each feeding the next.
+
+  Kernels are random orthogonal matrices, so a chain of thousands keeps the
+  activations' and gradients' size in float16, and no step overflows. Each
+  variable's gradient exists only once backprop has reached its layer, as in
+  a deep model: an update held back for the last gradient loses its overlap
+  with the rest of backprop.
+  """
+  rng = np.random.RandomState(0)
+  hidden = tf.cast(tf.constant(rng.randn(batch, width).astype(np.float32)),
+                   F16)
+  for i in range(layers):
+    q, r = np.linalg.qr(rng.randn(width, width))
+    kernel = v1.get_variable(f"layer_{i}/kernel",
+                             initializer=(q * np.sign(np.diag(r))).astype(
+                                 np.float32))
+    hidden = tf.matmul(hidden, tf.cast(kernel, F16))
+  return tf.reduce_mean(tf.square(tf.cast(hidden, F32)))
+
+
 def wide(layers: int) -> tf.Tensor:
   """`layers` layers of 1024x1024, batch 64."""
   return _dense_stack([1024] * (layers + 1), batch=64)
@@ -94,6 +115,13 @@ SHAPES = {
                        "50,000x64 embedding, 256 lookups, 64x1 head",
                        embedding, size=1, other_size=3),
 }
+
+def smoke(shape: Shape) -> Shape:
+  """`shape` at two tiny sizes, for a run that only checks the benchmark."""
+  size, other = min(shape.size, 2), min(shape.other_size, 3)
+  return dataclasses.replace(shape, size=size,
+                             other_size=other if other != size else size + 1)
+
 
 # Only for counting ops: the worst case for grouping by shape.
 DISTINCT = Shape("distinct", "layers 16x17, 17x18, ... (no two shapes alike)",

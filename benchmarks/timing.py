@@ -49,14 +49,16 @@ def _time_steps(run: Callable[[], None], steps: int) -> List[float]:
 
 
 def interleaved(contenders: Dict[str, Callable[[], None]], seconds: float,
-                seed: int = 0, warmup_steps: int = 5) -> Dict[str, np.ndarray]:
+                seed: int = 0, warmup_steps: int = 5,
+                min_rounds: int = MIN_ROUNDS) -> Dict[str, np.ndarray]:
   """Times `contenders` in interleaved rounds for about `seconds`.
 
   Args:
     contenders: Name -> a callable that runs one step.
-    seconds: Time budget for the rounds (at least MIN_ROUNDS are run).
+    seconds: Time budget for the rounds (at least `min_rounds` are run).
     seed: Seeds the order of contenders within rounds.
     warmup_steps: Untimed steps per contender first (also sizes rounds).
+    min_rounds: Rounds run even when `seconds` is up (a smoke run takes 1).
 
   Returns:
     Name -> array with one value per round: the contender's fastest step in
@@ -70,7 +72,7 @@ def interleaved(contenders: Dict[str, Callable[[], None]], seconds: float,
   names = sorted(contenders)
   rounds = {name: [] for name in names}
   deadline = time.perf_counter() + seconds
-  while len(rounds[names[0]]) < MIN_ROUNDS or time.perf_counter() < deadline:
+  while len(rounds[names[0]]) < min_rounds or time.perf_counter() < deadline:
     order = rng.permutation(names)
     best = dict.fromkeys(names, float("inf"))
     for _ in range(cycles):

@@ -1,6 +1,7 @@
-"""Alternative finite checks and gates, to measure ideas one part at a time.
+"""Retired finite checks and gates, re-measured by `overhead.py --retired`.
 
-A variant's step is assembled from public parts: `LossScaleOptimizer`'s
+Each is rebuilt here from public parts, as it was, so the library keeps no
+switch for it and nothing is patched at run time. A variant's step is assembled from public parts: `LossScaleOptimizer`'s
 `compute_gradients` (scaled loss, unscaled gradients, as in every one of our
 rows), then a finite check, a gate around the inner Adam's apply, and
 optionally a dynamic scale's update. Swapping one part while keeping the
@@ -14,9 +15,8 @@ from typing import Callable, ContextManager, Iterator, List, Optional, Tuple
 import tensorflow as tf
 
 from mp_optimizer import managers
-from mp_optimizer.managers import finite
 import mp_optimizer
-from mp_optimizer import gating
+from mp_optimizer._step import gate as gating
 from benchmarks import implementations
 
 v1 = tf.compat.v1
@@ -72,7 +72,7 @@ def cond_gate(flag: tf.Tensor, apply: Callable[[], tf.Operation]):
 
 
 def switch_gate(flag: tf.Tensor, apply: Callable[[], tf.Operation]):
-  """The optimizer's gate (`mp_optimizer.gating.gate`): one Switch.
+  """The optimizer's gate (`mp_optimizer._step.gate.gate`): one Switch.
 
   Every op the apply builds gets a control input from the Switch's true
   side, so all of them are dead (not run) when `flag` is False; no other
@@ -119,21 +119,20 @@ def tf1_control_flow() -> Iterator[None]:
 
 
 
-@contextlib.contextmanager
-def group_limit(max_elements: float) -> Iterator[None]:
-  """Builds `managers.all_finite` with another size limit for grouping."""
-  saved = finite.GROUP_MAX_ELEMENTS
-  finite.GROUP_MAX_ELEMENTS = max_elements
-  try:
-    yield
-  finally:
-    finite.GROUP_MAX_ELEMENTS = saved
-
-
 def grouped_without_limit(grads) -> tf.Tensor:
-  """`managers.all_finite`, but gradients of any size join their shape group."""
-  with group_limit(float("inf")):
-    return managers.all_finite(grads)
+  """The grouped check before its size limit: one `add_n` per shape, any size.
+
+  Gradients of one static shape and dtype are added, each sum reduced, and
+  the sums added; a gradient of unknown shape is reduced on its own.
+  """
+  groups = {}
+  for values in _values(grads):
+    key = ((tuple(values.shape.as_list()), values.dtype)
+           if values.shape.is_fully_defined() else id(values))
+    groups.setdefault(key, []).append(values)
+  sums = [tf.reduce_sum(group[0] if len(group) == 1 else tf.add_n(group))
+          for group in groups.values()]
+  return tf.math.is_finite(tf.add_n(sums) if len(sums) > 1 else sums[0])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,13 +7,19 @@ NaN, any Inf makes it Inf or (with an Inf of the other sign) NaN, and neither
 ever turns finite again, so one `is_finite` on the grand total catches every
 non-finite entry.
 
-Gradients of one static shape, dtype and device are first added elementwise
-with one `add_n` per group, then reduced with one `reduce_sum` per group, so a
-model with many variables of a few shapes costs a few ops, not a few per
-variable (per-op overhead, not arithmetic, dominates small tensors). Gradients
-with more than `GROUP_MAX_ELEMENTS` entries, or whose static shape is not fully
-known (e.g. the `.values` of most sparse gradients), are reduced on their own:
-for them an `add_n` would only add memory traffic.
+Gradients that are all the slices of one stacked tensor (every output of one
+`tf.unstack`, as the optimizer's unscale hands out small gradients) are
+checked on that tensor: one `reduce_sum` for all of them. Other gradients of
+one static shape, dtype and device are first added elementwise with `add_n`,
+then reduced with one `reduce_sum` per group, so a model with many variables
+of a few shapes costs a few ops, not a few per variable (per-op overhead, not
+arithmetic, dominates small tensors). Gradients with more than
+`GROUP_MAX_ELEMENTS` entries, or whose static shape is not fully known (e.g.
+the `.values` of most sparse gradients), are reduced on their own: for them
+an `add_n` would only add memory traffic. No `add_n` takes more than
+`ADD_N_MAX_INPUTS` tensors (larger sums become a tree): one op with thousands
+of inputs made Grappler's first optimization of the graph grow with the
+square of their number (BENCHMARKS.md, "First step").
 
 float32 and float64 gradients are summed in their own dtype; 16-bit ones are
 cast to float32 first, so their sums do not overflow near 65504. The only
@@ -26,7 +32,7 @@ Sparse gradients (`tf.IndexedSlices`) are checked on `.values` only, never
 densified. `None` gradients are ignored.
 """
 
-from typing import Dict, Iterable, List, Optional, Tuple, Union
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import tensorflow as tf
 
@@ -37,11 +43,14 @@ from mp_optimizer._internal.tensors import Gradient
 # before the reduction (see BENCHMARKS.md for the measurement behind it).
 GROUP_MAX_ELEMENTS = 2**16
 
+# Inputs of one `add_n`, at most (see the module docstring).
+ADD_N_MAX_INPUTS = 256
+
 _SUM_DTYPES = (tf.float32, tf.float64)
 
 
-def _summable(grad: Union[tf.Tensor, tf.IndexedSlices]) -> tf.Tensor:
-  values = tf.convert_to_tensor(tensors.values(grad))
+def _summable(values: tf.Tensor) -> tf.Tensor:
+  values = tf.convert_to_tensor(values)
   if values.dtype not in _SUM_DTYPES:
     # float16/bfloat16 sums would overflow near 65504; sum in float32.
     values = tf.cast(values, tf.float32)
@@ -56,27 +65,44 @@ def group_key(values: tf.Tensor) -> Optional[Tuple]:
   return (tuple(shape.as_list()), values.dtype, values.device)
 
 
+def _whole_stacks(values: List[tf.Tensor]) -> Dict[tf.Operation, tf.Tensor]:
+  """Unpack ops all of whose outputs are in `values` -> the stacked tensor."""
+  seen: Dict[tf.Operation, set] = {}
+  for value in values:
+    if value.op.type == "Unpack":
+      seen.setdefault(value.op, set()).add(value.value_index)
+  return {op: op.inputs[0] for op, indices in seen.items()
+          if len(indices) == len(op.outputs)}
+
+
 def _groups(grads: Iterable[Gradient]) -> List[List[tf.Tensor]]:
   """Splits non-None gradients into lists that `add_n` can add."""
+  values = [tensors.values(grad) for grad in grads if grad is not None]
+  stacks = _whole_stacks(values)
+  groups = [[_summable(stacked)] for stacked in stacks.values()]
   grouped: Dict[Tuple, List[tf.Tensor]] = {}
-  groups = []
-  for grad in grads:
-    if grad is None:
+  for value in values:
+    if value.op in stacks:
       continue
-    values = _summable(grad)
-    key = group_key(values)
+    value = _summable(value)
+    key = group_key(value)
     if key is None:
-      groups.append([values])
+      groups.append([value])
     elif key in grouped:
-      grouped[key].append(values)
+      grouped[key].append(value)
     else:
-      grouped[key] = [values]
+      grouped[key] = [value]
       groups.append(grouped[key])
   return groups
 
 
 def _add(tensors: List[tf.Tensor]) -> tf.Tensor:
-  return tensors[0] if len(tensors) == 1 else tf.add_n(tensors)
+  """Their sum, by `add_n`s of at most `ADD_N_MAX_INPUTS` inputs each."""
+  while len(tensors) > 1:
+    tensors = [chunk[0] if len(chunk) == 1 else tf.add_n(chunk)
+               for chunk in (tensors[i:i + ADD_N_MAX_INPUTS]
+                             for i in range(0, len(tensors), ADD_N_MAX_INPUTS))]
+  return tensors[0]
 
 
 def all_finite(grads: Iterable[Gradient]) -> tf.Tensor:

@@ -93,8 +93,8 @@ class KerasStyleNames:
       RuntimeError: Under eager execution.
     """
     per_graph.require_graph("LossScaleOptimizer.get_unscaled_gradients")
-    return scaling.unscale(list(grads),
-                            read_loss_scale(self.loss_scale_manager))
+    return scaling.unscale(list(grads), read_loss_scale(self.loss_scale_manager),
+                           stack=self.loss_scale_manager.skips_nonfinite_steps)
 
   def check_finite(self, grads: Iterable[tensors.Gradient]) -> tf.Tensor:
     """Returns a scalar bool tensor: are all `grads` finite (None ignored)?

@@ -163,7 +163,8 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
         aggregation_method=aggregation_method,
         colocate_gradients_with_ops=colocate_gradients_with_ops,
         grad_loss=grad_loss)
-    grads = scaling.unscale([g for g, _ in grads_and_vars], loss_scale)
+    grads = scaling.unscale([g for g, _ in grads_and_vars], loss_scale,
+                            stack=self._manager.skips_nonfinite_steps)
     return list(zip(grads, [v for _, v in grads_and_vars]))
 
   def apply_gradients(self, grads_and_vars: Iterable[Tuple[Any, tf.Variable]],

@@ -15,7 +15,6 @@ reference, and the pages may name only public objects.
 
 import importlib
 import os
-import pathlib
 import re
 import subprocess
 import sys

@@ -1,16 +1,30 @@
 """Scaling a loss up and gradients back down, without densifying anything.
 
-Both record what they made with `ancestry`, so `apply_gradients` can tell
+Both record what they made with `records`, so `apply_gradients` can tell
 gradients that went through here from ones that did not. `read_loss_scale`
 reads the scale once, for a step that must use one S for both.
+
+Small gradients of one shape, dtype and device are unscaled together: they
+are stacked, the stack is multiplied by 1/S once, and each variable gets its
+slice back (`tf.unstack`, whose slices share the product's buffer). A model
+of a few thousand small variables then runs a few kernels for the unscale,
+not one per variable, and the finite check reads the stack whole
+(`managers.all_finite` recognises a complete unstack). The stack waits for
+every gradient of its group, which a step that may be skipped does anyway
+(its updates wait for the check); a step that applies every step unscales
+each gradient on its own, so that each update can start as soon as its
+gradient exists. Gradients above `managers.finite.GROUP_MAX_ELEMENTS`
+entries, or of unknown shape (most sparse gradients), are multiplied one by
+one: stacking them would cost a copy and save no kernel worth it.
 """
 
-from typing import List, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
 from mp_optimizer import managers
 from mp_optimizer._internal import tensors
+from mp_optimizer.managers import finite
 from mp_optimizer._internal.tensors import Gradient
 from mp_optimizer._step import records
 
@@ -69,7 +83,18 @@ def _unscale_dense(grad: tf.Tensor, inverse: tf.Tensor) -> tf.Tensor:
   return tf.cast(tf.cast(grad, tf.float32) * inverse, grad.dtype)
 
 
-def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor) -> List[Gradient]:
+def _stack_groups(values: Sequence[Optional[tf.Tensor]]) -> List[List[int]]:
+  """Indices of the values to unscale together (two or more alike each)."""
+  groups: Dict[Tuple, List[int]] = {}
+  for index, value in enumerate(values):
+    key = None if value is None else finite.group_key(value)
+    if key is not None:
+      groups.setdefault(key, []).append(index)
+  return [indices for indices in groups.values() if len(indices) > 1]
+
+
+def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor,
+            stack: bool = True) -> List[Gradient]:
   """Returns `grads` multiplied by 1/S, in float32.
 
   `None` stays `None`. A `tf.IndexedSlices` stays sparse: only `.values` is
@@ -81,6 +106,9 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor) -> List[Gradient]:
   Args:
     grads: Gradients of the scaled loss.
     loss_scale: The float32 scalar scale that loss was multiplied by.
+    stack: Unscale small gradients of one shape together (see the module
+      docstring); False multiplies each gradient on its own. The values are
+      the same either way.
 
   Returns:
     A new list, one entry per gradient.
@@ -88,8 +116,19 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor) -> List[Gradient]:
   inverse = tf.math.reciprocal(loss_scale)
   inverse = tf.where(inverse >= SMALLEST_NORMAL_RECIPROCAL, inverse,
                      float("nan"), name="inverse_loss_scale")
-  result = [None if grad is None else tensors.with_values(
-      grad, _unscale_dense(tf.convert_to_tensor(tensors.values(grad)), inverse))
-            for grad in grads]
+  values = [None if grad is None else
+            tf.convert_to_tensor(tensors.values(grad)) for grad in grads]
+  unscaled = list(values)
+  for indices in _stack_groups(values) if stack else ():
+    stacked = tf.stack([values[i] for i in indices], name="stacked_gradients")
+    slices = tf.unstack(_unscale_dense(stacked, inverse), num=len(indices),
+                        name="unscaled_gradients")
+    for index, piece in zip(indices, slices):
+      unscaled[index] = piece
+  for index, value in enumerate(values):
+    if value is not None and unscaled[index] is value:
+      unscaled[index] = _unscale_dense(value, inverse)
+  result = [None if grad is None else tensors.with_values(grad, new)
+            for grad, new in zip(grads, unscaled)]
   records.record_unscaled(result)
   return result

@@ -1,16 +1,17 @@
-"""The whole BENCHMARKS.md: targets met or not, and what each idea gave.
+"""BENCHMARKS.md as `overhead.py` writes it: results, targets met or not.
 
 Every verdict here is computed from the run's numbers, so a rerun on another
-machine rewrites the conclusions along with the tables.
+machine rewrites the conclusions along with the tables. Why the library is
+built as it is, and what the retired designs measured, is told in
+docs/performance-history.md; this file only reports the run.
 """
 
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from benchmarks import implementations as impls
 from benchmarks import report
+from benchmarks import retired
 from benchmarks import timing
-from benchmarks import tried
-from mp_optimizer.managers import finite
 
 STEP_LIMITS = {"many_small": 1.05, "wide": 1.03, "embedding": 1.03}
 OPS_PER_VARIABLE_LIMIT = 1.05  # "about 1 per trainable variable"
@@ -75,52 +76,31 @@ def _skipped_steps(results, xla) -> str:
 
 
 def _notes(results: List[report.ShapeResult]) -> str:
-  """What limits the targets that this run missed, in its own numbers."""
-  by_shape = {r.shape.name: r for r in results}
-  notes = []
-  missed = [shape for shape, limit in STEP_LIMITS.items()
-            if any(by_shape[shape].pool.rows[o].vs_reference.median > limit
-                   for o in impls.OURS_DYNAMIC)]
-  for shape in missed:
-    rows = by_shape[shape].pool.rows
-    floor = rows["ours_fixed_apply_all"].vs_reference.median
-    parts = [f"unscaling alone {floor:.3f}×"]
-    for name, what in (("gate_switch_waiting",
-                        "held back until every gradient exists"),
-                       ("gate_switch", "with the gate"),
-                       ("ours_fixed", "with gate and check"),
-                       ("ours_tf2", "with gate, check and dynamic update"),
-                       ("previous", "the same with a tf.cond gate")):
-      if name in rows:
-        parts.append(f"{what} {rows[name].vs_reference.median:.3f}×")
-    notes.append(f"- Step time on {shape}: " + "; ".join(parts) + ". See "
-                 "\"The gate\" below.")
-  for result in results:
-    lines = [result.ops[o][0] for o in impls.OURS_DYNAMIC]
-    if any(line.per_variable > OPS_PER_VARIABLE_LIMIT for line in lines):
-      notes.append(
-          f"- Ops on {result.shape.name}: every gradient gets its unscale "
-          "multiply (so do TF's); a gradient of more than "
-          f"{finite.GROUP_MAX_ELEMENTS:,} entries also gets its own "
-          "`reduce_sum` (and, in the built graph, its axes constant), since "
-          "adding it to others first costs more memory traffic than the op "
-          "saves (see \"The finite check\": no size limit).")
+  """The step memory of ours against bare, per shape."""
   grown = [f"{r.shape.name} "
            f"{r.peak_bytes['ours_tf2'] / r.peak_bytes['bare']:.2f}×"
            for r in results]
-  notes.append(
-      "- Step memory: a step that may be skipped keeps every gradient until "
-      "the check has seen all of them, where bare Adam frees each gradient "
-      "once its variable is updated; TF's built-in does the same as ours. "
-      f"Ours (TF2 dynamic) ÷ bare: {', '.join(grown)}. Sparse gradients add "
-      "only their rows: nothing of the embedding's full shape is made "
-      "(`tests/test_sparse_graph.py`).")
-  return "\n".join(notes) + "\n"
+  return (f"- Step memory, ours (TF2 dynamic) ÷ bare: {', '.join(grown)}.\n")
 
 
-def render(machine, results, distinct, xla, checks, updates) -> str:
+def locks_text(locks: Dict[str, float]) -> str:
+  rows = [[label, f"{us:.1f}"] for label, us in locks.items()]
+  return f"""\
+## The scale update's mutex
+
+The dynamic scale's update, run alone (one scalar flag, no model), with the
+state's mutex as the library builds it and the same transition without it,
+in interleaved rounds; microseconds above a Session run of a no-op:
+
+{report.table(["update of contrib's dynamic scale", "µs per step"], rows)}
+"""
+
+
+def render(machine, results, distinct, xla, locks, checks=None,
+           updates=None) -> str:
+  """The file; `checks` and `updates` (from `--retired`) add its tables."""
   pools = {r.shape.name: r.pool for r in results}
-  return "\n".join([
+  parts = [
       report.header_text(machine),
       "## Results\n",
       report.main_table(results), "",
@@ -128,12 +108,12 @@ def render(machine, results, distinct, xla, checks, updates) -> str:
       "## Targets\n", targets_table(results), "", _notes(results),
       "Ops added where no two variables share a shape (the worst case for the "
       "grouped check; counted, not timed):\n", report.distinct_table(distinct),
-      "",
-      "## What was tried, and what it gave\n",
-      tried.checks_text(checks, pools), tried.gate_text(pools, updates),
-      tried.ONE_OFF, tried.xla_text(xla),
-      "## Method\n", report.method_text(results, len(results) + len(xla)),
-  ])
+      "", locks_text(locks)]
+  if checks is not None:
+    parts.append(retired.text(checks, updates, pools))
+  parts += [report.xla_text(xla), "## Method\n",
+            report.method_text(results, len(results) + len(xla))]
+  return "\n".join(parts)
 
 
 def console_summary(results) -> str:

@@ -1,0 +1,216 @@
+"""How the cost of loss scaling grows with the number of variables.
+
+    python benchmarks/scaling.py [--sizes 10,100,1000,5000] [--inners sgd,adam]
+        [--seconds 40] [--output BENCHMARKS.md] [--plot docs/scaling.png] [--smoke]
+
+For each size N and inner optimizer, a chain of N layers of 32x32
+(`shapes.chain`) is trained by every contender below, each in its own graph
+and Session, all in one process:
+
+* bare: the inner optimizer alone;
+* TF built-in: `MixedPrecisionLossScaleOptimizer` with a dynamic scale;
+* ours: `LossScaleOptimizer` with contrib's dynamic manager, and with a fixed
+  scale (which still checks and skips);
+* two floors, built from our own parts: "unscale only" (our
+  `compute_gradients`, each gradient unscaled on its own, the inner apply
+  with no check and no gate) and "barrier only" (our `compute_gradients`,
+  then the inner apply behind our one-Switch gate on a flag that only waits
+  for every gradient: the barrier any whole-step skip needs, and nothing
+  else).
+
+Counted (load-independent): kernels per step (nodes in the step stats of a
+FULL_TRACE `RunMetadata`), ops and bytes of the GraphDef. Timed: building
+the train op, the first `sess.run` (Grappler and the first execution), and
+steps in interleaved rounds (`benchmarks.timing`), as ratios to bare; the
+1-minute load average is recorded beside every timing. "RSS added" is the
+growth of the process's resident memory while the contender was built and
+run once.
+
+The table and a plot (`docs/scaling.png`) replace the "Growth with the
+number of variables" section of the output file (`scaling_report`).
+"""
+
+import argparse
+import os
+import sys
+import time
+from typing import Callable, Dict, List
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import tensorflow as tf  # After the sys.path line above, as all below.
+
+from mp_optimizer import managers
+import mp_optimizer
+from mp_optimizer._step import gate
+from benchmarks import implementations as impls
+from benchmarks import scaling_report
+from benchmarks import shapes
+from benchmarks import timing
+
+v1 = tf.compat.v1
+SIZES = (10, 100, 1000, 5000)
+INNERS = ("sgd", "adam")
+# (loss, global_step, inner) -> train op.
+MakeTrainOp = Callable[[tf.Tensor, tf.Variable, v1.train.Optimizer],
+                       tf.Operation]
+
+
+def _inner(name: str) -> v1.train.Optimizer:
+  if name == "sgd":
+    return v1.train.GradientDescentOptimizer(1e-4)
+  return v1.train.AdamOptimizer(1e-4)
+
+
+def _wrapped(wrap) -> MakeTrainOp:
+  return lambda loss, step, inner: wrap(inner).minimize(loss, global_step=step)
+
+
+def _floor(barrier: bool) -> MakeTrainOp:
+  """Our compute_gradients and the inner apply; with `barrier`, gated."""
+  def make(loss, step, inner):
+    manager = (managers.FixedLossScaleManager(impls.INITIAL_SCALE) if barrier
+               else managers.FixedLossScaleManager(
+                   impls.INITIAL_SCALE, skip_nonfinite_steps=False))
+    pairs = mp_optimizer.LossScaleOptimizer(inner, manager).compute_gradients(
+        loss)
+    if not barrier:
+      return inner.apply_gradients(pairs, step)
+    grads = [tf.convert_to_tensor(g) for g, _ in pairs if g is not None]
+    with tf.control_dependencies([g.op for g in grads]):
+      every_gradient = tf.identity(
+          v1.placeholder_with_default(True, [], name="always_true"))
+    return gate.gate(every_gradient,
+                     lambda pivot: inner.apply_gradients(pairs, step),
+                     tf.no_op)
+  return make
+
+
+CONTENDERS: Dict[str, tuple] = {
+    "bare": ("bare", _wrapped(lambda opt: opt)),
+    "tf": ("TF built-in, dynamic", _wrapped(impls.BY_NAME["tf_dynamic"].wrap)),
+    "ours": ("ours, contrib dynamic",
+             _wrapped(impls.BY_NAME["ours_contrib"].wrap)),
+    "ours_fixed": ("ours, fixed (skips NaN/Inf steps)",
+                   _wrapped(impls.BY_NAME["ours_fixed"].wrap)),
+    "floor_unscale": ("floor: unscale only", _floor(barrier=False)),
+    "floor_barrier": ("floor: barrier only", _floor(barrier=True)),
+}
+
+
+def _log(message: str) -> None:
+  print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _rss_mb() -> float:
+  with open("/proc/self/status", encoding="utf-8") as status:
+    for line in status:
+      if line.startswith("VmRSS:"):
+        return int(line.split()[1]) / 1024
+  return float("nan")
+
+
+def kernels_per_step(session: v1.Session, fetch) -> int:
+  """Runs `fetch` once, traced; returns how many kernels it executed."""
+  metadata = v1.RunMetadata()
+  session.run(fetch, options=v1.RunOptions(
+      trace_level=v1.RunOptions.FULL_TRACE), run_metadata=metadata)
+  return sum(len(device.node_stats)
+             for device in metadata.step_stats.dev_stats)
+
+
+class Built:
+  """One contender's graph and Session, and what building it measured."""
+
+  def __init__(self, size: int, inner: str, make: MakeTrainOp):
+    rss = _rss_mb()
+    self.graph = tf.Graph()
+    with self.graph.as_default():
+      loss = shapes.chain(size)
+      self.global_step = v1.train.get_or_create_global_step()
+      started = time.perf_counter()
+      self.train_op = make(loss, self.global_step, _inner(inner))
+      self.build_s = time.perf_counter() - started
+      init = v1.global_variables_initializer()
+    graph_def = self.graph.as_graph_def()
+    self.ops = len(graph_def.node)
+    self.graph_mb = graph_def.ByteSize() / 2**20
+    self.session = v1.Session(graph=self.graph)
+    self.session.run(init)
+    self.load = os.getloadavg()[0]
+    started = time.perf_counter()
+    self.session.run(self.train_op)
+    self.first_run_s = time.perf_counter() - started
+    self.rss_mb = _rss_mb() - rss
+    self.kernels = kernels_per_step(self.session, self.train_op)
+    self.runs = 2
+
+  def run(self) -> None:
+    self.session.run(self.train_op)
+    self.runs += 1
+
+  def all_applied(self) -> bool:
+    return int(self.session.run(self.global_step)) == self.runs
+
+
+def measure(size: int, inner: str, seconds: float, names: List[str],
+            min_rounds: int = timing.MIN_ROUNDS) -> scaling_report.Pool:
+  """Builds every contender at `size`, then times them interleaved."""
+  built = {}
+  for name in names:
+    _log(f"N={size} {inner}: building {name}")
+    built[name] = Built(size, inner, CONTENDERS[name][1])
+  load_start = os.getloadavg()[0]
+  _log(f"N={size} {inner}: timing {len(built)} steps for {seconds:.0f}s")
+  rounds = timing.interleaved({n: b.run for n, b in built.items()}, seconds,
+                              min_rounds=min_rounds)
+  load_end = os.getloadavg()[0]
+  rows = {}
+  for name, b in built.items():
+    rows[name] = scaling_report.Row(
+        label=CONTENDERS[name][0], kernels=b.kernels, ops=b.ops,
+        graph_mb=b.graph_mb, build_s=b.build_s, first_run_s=b.first_run_s,
+        first_run_load=b.load, rss_mb=b.rss_mb,
+        step_ms=timing.step_seconds(rounds, name) * 1e3,
+        vs_bare=timing.ratio(rounds, name, "bare"),
+        all_applied=b.all_applied())
+    b.session.close()
+  return scaling_report.Pool(size, inner, rows, len(rounds["bare"]),
+                             load_start, load_end)
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+  parser.add_argument("--inners", default=",".join(INNERS))
+  parser.add_argument("--contenders", default=",".join(CONTENDERS))
+  parser.add_argument("--seconds", type=float, default=40.0,
+                      help="interleaved timing per size and inner optimizer")
+  parser.add_argument("--output", default="BENCHMARKS.md",
+                      help="Markdown file whose section to rewrite, relative "
+                           "to the repository root ('' to write none)")
+  parser.add_argument("--plot", default="docs/scaling.png")
+  parser.add_argument("--smoke", action="store_true",
+                      help="one round per pool (with small --sizes)")
+  args = parser.parse_args(argv)
+  min_rounds = 1 if args.smoke else timing.MIN_ROUNDS
+  names = args.contenders.split(",")
+  if names[0] != "bare":
+    names = ["bare"] + [n for n in names if n != "bare"]
+  started = time.perf_counter()
+  pools = [measure(int(size), inner, args.seconds, names, min_rounds)
+           for size in args.sizes.split(",") for inner in args.inners.split(",")]
+  minutes = (time.perf_counter() - started) / 60
+  text = scaling_report.section(pools, minutes, args.plot)
+  print(text)
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  if args.output:
+    scaling_report.draw(pools, os.path.join(root, args.plot))
+    scaling_report.replace_section(os.path.join(root, args.output), text)
+    print(f"\nWrote {args.output} and {args.plot}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,45 @@
+"""Loss scaling adds a fixed number of kernels and ops, whatever N is.
+
+Counted, not timed (so independent of load): the train ops of
+`benchmarks/scaling.py` on a chain of N layers of 32x32, in fresh graphs.
+Kernels are the nodes a traced step ran (FULL_TRACE step stats); ops are
+the nodes of the GraphDef.
+"""
+
+from absl.testing import parameterized
+import tensorflow as tf
+
+from benchmarks import scaling
+
+v1 = tf.compat.v1
+SIZES = (10, 100, 1000)
+# Kernels a fixed scale (check and gate, no scale update) may add to bare.
+FIXED_LIMIT = 30
+
+
+def _counts(size: int, inner: str, name: str):
+  built = scaling.Built(size, inner, scaling.CONTENDERS[name][1])
+  built.session.close()
+  return built.kernels, built.ops
+
+
+class CountsTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(("sgd", "sgd", SIZES),
+                                  ("adam", "adam", SIZES[:2]))
+  def test_kernels_and_ops_added_do_not_grow_with_variables(self, inner,
+                                                            sizes):
+    added = {name: [] for name in ("ours", "ours_fixed")}
+    for size in sizes:
+      bare_kernels, bare_ops = _counts(size, inner, "bare")
+      for name, rows in added.items():
+        kernels, ops = _counts(size, inner, name)
+        rows.append((kernels - bare_kernels, ops - bare_ops))
+    for name, rows in added.items():
+      self.assertLen(set(rows), 1, f"{name}: (kernels, ops) added at "
+                     f"N={sizes}: {rows}")
+    self.assertLessEqual(added["ours_fixed"][0][0], FIXED_LIMIT)
+
+
+if __name__ == "__main__":
+  tf.test.main()

@@ -1,0 +1,59 @@
+"""Every benchmark runs: one tiny round each, as `make bench` would call it.
+
+Each runner is started as a script in a fresh interpreter with its smallest
+settings, writing its report into a temporary folder; only its exit status
+and output are checked, never a timing.
+"""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+from absl.testing import absltest
+from absl.testing import parameterized
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+class SmokeTest(parameterized.TestCase):
+
+  def _run(self, script, *args):
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
+        cwd=self.create_tempdir().full_path, capture_output=True, text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), check=False)
+    self.assertEqual(run.returncode, 0, run.stderr[-3000:])
+    return run.stdout
+
+  def test_overhead_with_retired_designs(self):
+    output = os.path.join(self.create_tempdir().full_path, "BENCHMARKS.md")
+    self._run("overhead.py", "--smoke", "--retired", "--minutes", "0.01",
+              "--output", output)
+    text = pathlib.Path(output).read_text(encoding="utf-8")
+    for heading in ("## Results", "## Targets", "## The scale update's mutex",
+                    "## Retired designs", "## Under XLA", "## Method"):
+      self.assertIn(heading, text)
+
+  def test_scaling_keeps_the_rest_of_the_file(self):
+    folder = self.create_tempdir().full_path
+    output = os.path.join(folder, "BENCHMARKS.md")
+    pathlib.Path(output).write_text("# Kept\n", encoding="utf-8")
+    plot = os.path.join(folder, "scaling.png")
+    self._run("scaling.py", "--smoke", "--sizes", "3", "--inners", "sgd,adam",
+              "--seconds", "0", "--output", output, "--plot", plot)
+    text = pathlib.Path(output).read_text(encoding="utf-8")
+    self.assertTrue(text.startswith("# Kept\n"))
+    self.assertIn("## Growth with the number of variables", text)
+    self.assertGreater(os.path.getsize(plot), 0)
+
+  def test_overflow_report(self):
+    self.assertIn("interleaved rounds",
+                  self._run("overflow_report.py", "--smoke", "--seconds", "0"))
+
+  def test_codemod_speed(self):
+    self.assertIn("one file", self._run("codemod_speed.py", "--scale", "0.001"))
+
+
+if __name__ == "__main__":
+  absltest.main()
