@@ -10,6 +10,7 @@ from mp_optimizer import managers
 from mp_optimizer._internal import per_graph
 from mp_optimizer._internal import tensors
 from mp_optimizer._internal import tracking
+from mp_optimizer._internal import validation
 from mp_optimizer._step import accumulation
 from mp_optimizer._step import ancestry
 from mp_optimizer._step import records
@@ -68,12 +69,17 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
     overflow_report: Keyword-only True, False or an
       `mp_optimizer.overflow.OverflowReport`: on a skipped step, print which
       variables' gradients held NaN/Inf.
+    precision_telemetry: Keyword-only bool: also measure every step's float16
+      headroom, share of gradient entries zero in float16 per variable
+      group, unscaled global gradient norm and skip reason (docs: Precision
+      telemetry; read with `mp_optimizer.signals.precision()`,
+      `add_summaries()` and `LossScaleHook`).
 
   Raises:
     TypeError: If `opt` or `loss_scale_manager` is missing or has the wrong
       type (a TypeError that is also a ValueError, which TF raised), an
-      option is not a number, or `overflow_report` is not a bool or an
-      `OverflowReport`. The message names the fix: swapped arguments, a class
+      option is not a number, `overflow_report` is not a bool or an
+      `OverflowReport`, or `precision_telemetry` is not a bool. The message names the fix: swapped arguments, a class
       instead of an instance, a string or number (that is
       `MixedPrecisionLossScaleOptimizer`'s), an object with a manager's
       methods that is not a `managers.LossScaleManager`.
@@ -91,17 +97,21 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
                clipvalue: Optional[float] = None,
                global_clipnorm: Optional[float] = None,
                gradient_accumulation_steps: Optional[int] = None,
-               overflow_report: Union[bool, report.OverflowReport] = False):
+               overflow_report: Union[bool, report.OverflowReport] = False,
+               precision_telemetry: bool = False):
     """Wraps `opt`; the arguments are described in the class docstring."""
     _arguments.check_optimizer(type(self).__name__, opt, loss_scale_manager)
     _arguments.check_manager(type(self).__name__, loss_scale_manager)
     clip = clipping.make_clip(clipnorm, clipvalue, global_clipnorm)
     steps = accumulation.check_steps(gradient_accumulation_steps)
     report_settings = report.check_option(overflow_report)
+    telemetry = validation.check_bool("precision_telemetry",
+                                      precision_telemetry)
     self._options = {"clipnorm": clipnorm, "clipvalue": clipvalue,
                      "global_clipnorm": global_clipnorm,
                      "gradient_accumulation_steps": steps,
-                     "overflow_report": report_settings}
+                     "overflow_report": report_settings,
+                     "precision_telemetry": telemetry}
     super().__init__(use_locking=False, name=opt.get_name())
     self._opt = opt
     self._manager = loss_scale_manager
@@ -111,7 +121,8 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
     self._accumulator = (None if steps is None else
                          accumulation.GradientAccumulator(self, steps))
     self._parts = step.Parts(opt, loss_scale_manager, skips.SkipCounter(self),
-                             clip, self._accumulator, report_settings)
+                             clip, self._accumulator, report_settings,
+                             telemetry)
 
   @property
   def inner_optimizer(self) -> Optimizer:

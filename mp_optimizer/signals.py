@@ -22,7 +22,8 @@ reports under its name (`optimizer_names()`), and every reader takes
 * `loss_scale()`: the scale the step used.
 
 `add_summaries()` writes the scale and the skip count to TensorBoard, per
-optimizer when there are several.
+optimizer when there are several, and the precision telemetry of optimizers
+built with `precision_telemetry=True` (`precision()`).
 
 A step built inside control flow (`apply_gradients` in a `tf.cond` branch, as
 legacy gradient accumulation does, or in a `tf.while_loop` body; v1 or v2
@@ -42,18 +43,21 @@ after the train op's, as `LossScaleHook` does. In the train op's own run they
 may show the state before or after its step.
 """
 
-from typing import List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 import tensorflow as tf
 
 from mp_optimizer._internal import per_graph
 from mp_optimizer._step import skips
+from mp_optimizer._step import telemetry
 from mp_optimizer._step.skips import LOSS_SCALE
 from mp_optimizer._step.skips import OPTIMIZER_NAME
 from mp_optimizer._step.skips import SKIPPED_STEPS
 from mp_optimizer._step.skips import STEP_APPLIED
 
 OptimizerRef = Union[str, tf.compat.v1.train.Optimizer, None]
+# What `precision()["skip_reason"]` codes mean, by code.
+SKIP_REASONS = telemetry.REASONS
 
 
 def _graph_of(graph: Optional[tf.Graph], api: str) -> tf.Graph:
@@ -184,6 +188,66 @@ def loss_scale(graph: Optional[tf.Graph] = None,
   return _newest(graph, LOSS_SCALE)[name]
 
 
+def _records(graph: tf.Graph) -> dict:
+  """{optimizer name: its newest telemetry record}."""
+  return {record.optimizer: record
+          for record in graph.get_collection(telemetry.COLLECTION)}
+
+
+def precision(graph: Optional[tf.Graph] = None,
+              optimizer: OptimizerRef = None) -> Dict[str, Any]:
+  """Returns the newest step's precision telemetry, as stored after it.
+
+  Needs an optimizer built with `precision_telemetry=True`. Each value is a
+  read of what the newest step stored (fetch it in a `sess.run` after the
+  train op's; before any step, NaN and reason code -1):
+
+  * "headroom_bits": float32, log2(65504 / (S * largest |gradient entry|)).
+  * "zero_share": float32 vector, per entry of "groups", the share of
+    gradient entries exactly zero in float16 at the step's S.
+  * "groups": list of str, the variable groups (name scopes), sorted.
+  * "global_norm": float32, the unscaled global gradient norm; NaN on a
+    skipped step.
+  * "skip_reason": int64 code into `SKIP_REASONS` ("applied", "overflow",
+    "overflow at the floor", "accumulation micro-step").
+  * "reason_counts": int64 vector, steps by reason since the session
+    started (stored values are in no collection, like `skipped_steps`).
+
+  Args:
+    graph: The graph to look in; default the current default graph.
+    optimizer: None for the newest optimizer that records telemetry; else
+      a `LossScaleOptimizer` or its name.
+
+  Raises:
+    RuntimeError: Under eager execution, when no `graph` is given.
+    ValueError: If no loss-scaling train op was built in the graph, or none
+      of the optimizer asked for is built with `precision_telemetry=True`.
+  """
+  graph = _graph_of(graph, "mp_optimizer.signals.precision")
+  name = _name_of(optimizer, graph)
+  records = _records(graph)
+  if name is None and records:
+    name = list(records)[-1]
+  if name not in records:
+    raise ValueError(
+        "No precision telemetry for "
+        f"{'this graph' if name is None else repr(name)}: build the "
+        "optimizer with LossScaleOptimizer(..., precision_telemetry=True).")
+  return dict(records[name].reads, groups=list(records[name].groups))
+
+
+def _precision_summaries(record) -> list:
+  """Summaries of one record: the step's tensors, or reads inside control flow."""
+  values = record.step if record.fetchable else record.reads
+  summary = tf.compat.v1.summary.scalar
+  made = [summary("headroom_bits", values["headroom_bits"]),
+          summary("global_norm", values["global_norm"])]
+  with tf.name_scope("zero_share"):
+    made += [summary(group.replace(":", "_"), values["zero_share"][index])
+             for index, group in enumerate(record.groups)]
+  return made
+
+
 def add_summaries(graph: Optional[tf.Graph] = None) -> tf.Tensor:
   """Adds scalar summaries of the loss scale and the skipped steps.
 
@@ -191,7 +255,9 @@ def add_summaries(graph: Optional[tf.Graph] = None) -> tf.Tensor:
   and `mp_optimizer/skipped_steps`. With several, each reports under its
   name (`optimizer_names()`): `mp_optimizer/<name>/loss_scale` and
   `mp_optimizer/<name>/skipped_steps`, and `mp_optimizer/skipped_steps` is
-  their total. They join the SUMMARIES collection, which Estimator,
+  their total. An optimizer built with `precision_telemetry=True` adds
+  `headroom_bits`, `global_norm` and `zero_share/<group>` beside its
+  `loss_scale`, from the step's own tensors. They join the SUMMARIES collection, which Estimator,
   `MonitoredTrainingSession(summary_dir=...)` and
   `tf.compat.v1.summary.merge_all()` write to TensorBoard.
 
@@ -205,14 +271,19 @@ def add_summaries(graph: Optional[tf.Graph] = None) -> tf.Tensor:
   graph = _graph_of(graph, "mp_optimizer.add_summaries")
   names = optimizer_names(graph)
   summary = tf.compat.v1.summary.scalar
+  records = _records(graph)
   with graph.as_default(), tf.name_scope("mp_optimizer"):
     if len(names) == 1:
-      return tf.compat.v1.summary.merge([
-          summary("loss_scale", loss_scale(graph)),
-          summary("skipped_steps", skipped_steps(graph))])
+      made = [summary("loss_scale", loss_scale(graph)),
+              summary("skipped_steps", skipped_steps(graph))]
+      if names[0] in records:
+        made += _precision_summaries(records[names[0]])
+      return tf.compat.v1.summary.merge(made)
     made = [summary("skipped_steps", skipped_steps(graph))]
     for name in names:
       with tf.name_scope(name):
         made += [summary("loss_scale", loss_scale(graph, name)),
                  summary("skipped_steps", skipped_steps(graph, name))]
+        if name in records:
+          made += _precision_summaries(records[name])
     return tf.compat.v1.summary.merge(made)

@@ -47,6 +47,7 @@ class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
     global_clipnorm: Keyword-only, as for `LossScaleOptimizer`.
     gradient_accumulation_steps: Keyword-only, as for `LossScaleOptimizer`.
     overflow_report: Keyword-only, as for `LossScaleOptimizer`.
+    precision_telemetry: Keyword-only, as for `LossScaleOptimizer`.
 
   Raises:
     TypeError: If `opt` is not a v1 optimizer, or `loss_scale` is missing, a
@@ -67,7 +68,8 @@ class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
                clipvalue: Optional[float] = None,
                global_clipnorm: Optional[float] = None,
                gradient_accumulation_steps: Optional[int] = None,
-               overflow_report: Any = False):
+               overflow_report: Any = False,
+               precision_telemetry: bool = False):
     """Wraps `opt`; the arguments are described in the class docstring."""
     _arguments.check_optimizer(type(self).__name__, opt, loss_scale)
     _arguments.check_loss_scale(type(self).__name__, loss_scale)
@@ -86,7 +88,8 @@ class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
     super().__init__(opt, manager, clipnorm=clipnorm, clipvalue=clipvalue,
                      global_clipnorm=global_clipnorm,
                      gradient_accumulation_steps=gradient_accumulation_steps,
-                     overflow_report=overflow_report)
+                     overflow_report=overflow_report,
+                     precision_telemetry=precision_telemetry)
 
 
 def enable_mixed_precision_graph_rewrite(

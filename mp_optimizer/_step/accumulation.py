@@ -133,6 +133,8 @@ class GradientAccumulator:
     """
     pairs = [(g, v) for g, v in grads_and_vars if g is not None]
     accumulators, counter = self._new_window([v for _, v in pairs])
+    # The newest window's micro-step count: 0 right after it was applied.
+    self.latest_counter = counter
     return lambda pivot: self._build(strategy, pairs, accumulators, counter,
                                      apply, pivot)
 

@@ -104,7 +104,7 @@ class SkipCounter:
                       name="last_step_applied")
 
 
-def _inside_control_flow(tensor: tf.Tensor) -> bool:
+def inside_control_flow(tensor: tf.Tensor) -> bool:
   """True if `tensor` cannot be fetched from the outermost graph.
 
   v2 control flow builds branches and loop bodies as function graphs; v1
@@ -139,10 +139,10 @@ def record(step_applied: tf.Tensor, skipped: tf.Tensor, scale: tf.Tensor,
     that stores the verdict.
   """
   updates = []
-  if _inside_control_flow(step_applied):
+  if inside_control_flow(step_applied):
     updates.append(counter.write_latest(step_applied))
     step_applied = counter.read_latest()
-    if _inside_control_flow(skipped):  # A constant 0: no step is skipped.
+    if inside_control_flow(skipped):  # A constant 0: no step is skipped.
       skipped = counter.total()
     with tf.init_scope():
       scale = tf.identity(read_scale(), name="current_loss_scale")

@@ -53,6 +53,7 @@ from mp_optimizer._step import clipping
 from mp_optimizer._step import gate
 from mp_optimizer._step import report
 from mp_optimizer._step import skips
+from mp_optimizer._step import telemetry
 from mp_optimizer._step.scaling import read_loss_scale
 
 
@@ -67,6 +68,8 @@ class Parts:
     clip: The clip option, or None.
     accumulator: Gradient accumulation, or None.
     overflow_report: Settings of the report of skipped steps, or None.
+    precision_telemetry: Measure and store each step's precision telemetry
+      (`mp_optimizer._step.telemetry`).
   """
   inner: tf.compat.v1.train.Optimizer
   manager: managers.LossScaleManager
@@ -74,6 +77,7 @@ class Parts:
   clip: Optional[clipping.Clip] = None
   accumulator: Optional[accumulation.GradientAccumulator] = None
   overflow_report: Optional[report.OverflowReport] = None
+  precision_telemetry: bool = False
 
 
 def _first_replica_only(grad: tensors.Gradient) -> tensors.Gradient:
@@ -179,6 +183,30 @@ def _use(strategy: tf.distribute.Strategy, parts: Parts,
   return grads_and_vars, lambda pivot: apply(grads_and_vars, pivot)
 
 
+def _telemetry(strategy: tf.distribute.Strategy, parts: Parts,
+               grads_and_vars: GradsAndVars, scale: tf.Tensor,
+               finite: tf.Tensor, applied: tf.Operation) -> tf.Operation:
+  """Measures the step (see `telemetry`), publishes it; returns the write."""
+  stats = telemetry.measure(strategy, grads_and_vars, scale)
+  window = None
+  if parts.accumulator is not None:  # 0 once the window was applied.
+    with tf.control_dependencies([applied]):
+      window = parts.accumulator.latest_counter.read_value()
+  step = {"headroom_bits": stats["headroom_bits"],
+          "zero_share": stats["zero_share"],
+          "global_norm": tf.where(finite, stats["global_norm"], float("nan"),
+                                  name="global_norm"),
+          "skip_reason": telemetry.skip_reason(finite, scale, parts.manager,
+                                               window)}
+  record = telemetry.Record(parts.skip_counter.name(), stats["groups"], step)
+  # Inside control flow the step's tensors cannot be fetched: readers then
+  # use the stored values.
+  record.fetchable = not skips.inside_control_flow(step["skip_reason"])
+  with tf.init_scope():
+    tf.compat.v1.add_to_collection(telemetry.COLLECTION, record)
+  return record.write()
+
+
 def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
                grads_and_vars: Sequence, global_step: Optional[tf.Variable],
                name: str) -> tf.Operation:
@@ -209,6 +237,9 @@ def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
     update = parts.manager.update_loss_scale(finite, **extra)
   signal_updates = skips.record(finite, skipped, scale, parts.skip_counter,
                                 lambda: read_loss_scale(parts.manager))
+  if parts.precision_telemetry:
+    signal_updates.append(_telemetry(strategy, parts, grads_and_vars, scale,
+                                     finite, applied))
   train_op = tf.group(applied, update, *signal_updates, name=name)
   # The inner apply is gated; only the whole gated step is a train op.
   train_ops[:] = train_ops_before + [train_op]
