@@ -145,6 +145,7 @@ test-horovod: $(VENV)/horovod/.ready
 
 bench: $(VENV)/tf$(NEWEST)/.ready
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/overhead.py
+	$(VENV)/tf$(NEWEST)/bin/python benchmarks/options.py
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/scaling.py
 
 bench-codemod: $(VENV)/tf$(NEWEST)/.ready

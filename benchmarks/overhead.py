@@ -39,6 +39,7 @@ from benchmarks import implementations as impls
 from benchmarks import micro
 from benchmarks import report
 from benchmarks import scaling_report
+from benchmarks import sections
 from benchmarks import shapes
 from benchmarks import steps
 from benchmarks import targets
@@ -252,9 +253,10 @@ def main(argv=None) -> int:
                         checks, updates)
   path = os.path.join(os.path.dirname(os.path.dirname(
       os.path.abspath(__file__))), args.output)
-  kept = scaling_report.saved_section(path)
+  kept = [sections.saved(path, sections.OPTIONS_BEGIN, sections.OPTIONS_END),
+          scaling_report.saved_section(path)]
   with open(path, "w", encoding="utf-8") as out:
-    out.write(text + ("\n" + kept if kept else ""))
+    out.write(text + "".join("\n" + part for part in kept if part))
   print(targets.console_summary(results))
   print(f"\nWrote {path}")
   return 0

@@ -73,6 +73,8 @@ def evaluate(sess: v1.Session, t: dict, step: int, data: list,
   history["eval_steps"].append(step)
   history["accuracy"].append(float(accuracy))
   history["zeros"].append(float(zeros))
+  if step:  # Precision telemetry of the step just taken (none before).
+    history["telemetry_zeros"].append(float(sess.run(t["telemetry_zeros"])))
 
 
 def train(name: str, dtype: tf.DType, scaled: bool, data: list,
@@ -83,7 +85,7 @@ def train(name: str, dtype: tf.DType, scaled: bool, data: list,
   """
   x_train, y_train = data[0], data[2]
   history = dict(loss=[], scale=[], skipped=[], eval_steps=[], accuracy=[],
-                 zeros=[])
+                 zeros=[], telemetry_zeros=[])
   with tf.Graph().as_default() as graph:
     t = demo_model.build(dtype, scaled, args)
     writer = v1.summary.FileWriter(os.path.join(args.logdir, folder(name)),
@@ -119,7 +121,8 @@ def train(name: str, dtype: tf.DType, scaled: bool, data: list,
              loss=float(np.mean(history["loss"][-args.eval_every:])),
              skipped=skipped, scale=history["scale"][-1], dynamic=scaled,
              zeros=(float(np.mean(history["zeros"]))
-                    if dtype == tf.float16 else None))
+                    if dtype == tf.float16 else None),
+             telemetry_zeros=float(np.mean(history["telemetry_zeros"])))
   return history, row
 
 

@@ -47,9 +47,24 @@ class SmokeTest(parameterized.TestCase):
     self.assertIn("## Growth with the number of variables", text)
     self.assertGreater(os.path.getsize(plot), 0)
 
-  def test_overflow_report(self):
-    self.assertIn("interleaved rounds",
-                  self._run("overflow_report.py", "--smoke", "--seconds", "0"))
+  def test_options_section_between_the_others(self):
+    folder = self.create_tempdir().full_path
+    output = os.path.join(folder, "BENCHMARKS.md")
+    pathlib.Path(output).write_text(
+        "# Head\n\n<!-- scaling: written by benchmarks/scaling.py -->\ntail\n",
+        encoding="utf-8")
+    for _ in range(2):  # The second run replaces the first's section.
+      printed = self._run("options.py", "--smoke", "--seconds", "0",
+                          "--output", output)
+    self.assertIn("interleaved rounds", printed)
+    text = pathlib.Path(output).read_text(encoding="utf-8")
+    self.assertEqual(text.count("## Opt-in options: clean-step cost"), 1)
+    self.assertLess(text.index("# Head"), text.index("## Opt-in options"))
+    self.assertLess(text.index("## Opt-in options"),
+                    text.index("<!-- scaling: written"))
+    for label in ("precision_telemetry=True", "first_nonfinite_op=True",
+                  "overflow_report=True"):
+      self.assertIn(label, text)
 
   def test_codemod_speed(self):
     self.assertIn("one file", self._run("codemod_speed.py", "--scale", "0.001"))
