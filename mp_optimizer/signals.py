@@ -190,8 +190,11 @@ def loss_scale(graph: Optional[tf.Graph] = None,
 
 def _records(graph: tf.Graph) -> dict:
   """{optimizer name: its newest telemetry record}."""
-  return {record.optimizer: record
-          for record in graph.get_collection(telemetry.COLLECTION)}
+  newest = {}
+  for record in graph.get_collection(telemetry.COLLECTION):
+    newest.pop(record.optimizer, None)  # The newest last, for `precision()`.
+    newest[record.optimizer] = record
+  return newest
 
 
 def precision(graph: Optional[tf.Graph] = None,

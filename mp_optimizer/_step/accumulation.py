@@ -133,10 +133,22 @@ class GradientAccumulator:
     """
     pairs = [(g, v) for g, v in grads_and_vars if g is not None]
     accumulators, counter = self._new_window([v for _, v in pairs])
-    # The newest window's micro-step count: 0 right after it was applied.
-    self.latest_counter = counter
+    self._latest_counter = counter
     return lambda pivot: self._build(strategy, pairs, accumulators, counter,
                                      apply, pivot)
+
+  def count_after(self, done: tf.Operation) -> tf.Tensor:
+    """The newest window's micro-step count once `done` ran (0: applied).
+
+    Read through a handle taken outside any control flow: inside a v1
+    `tf.cond` a plain read would reuse the capture of the counter that the
+    gated side made, which is dead on a skipped step.
+    """
+    with tf.init_scope():
+      handle = tf.identity(self._latest_counter.handle,
+                           name="micro_steps_handle")
+    with tf.control_dependencies([done]):
+      return tf.raw_ops.ReadVariableOp(resource=handle, dtype=tf.int64)
 
   def _build(self, strategy, pairs, accumulators, counter, apply, pivot):
 

@@ -190,8 +190,7 @@ def _telemetry(strategy: tf.distribute.Strategy, parts: Parts,
   stats = telemetry.measure(strategy, grads_and_vars, scale)
   window = None
   if parts.accumulator is not None:  # 0 once the window was applied.
-    with tf.control_dependencies([applied]):
-      window = parts.accumulator.latest_counter.read_value()
+    window = parts.accumulator.count_after(applied)
   step = {"headroom_bits": stats["headroom_bits"],
           "zero_share": stats["zero_share"],
           "global_norm": tf.where(finite, stats["global_norm"], float("nan"),

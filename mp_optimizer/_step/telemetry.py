@@ -15,18 +15,26 @@ measures the gradients it checks (unscaled, before any clip):
   gradient counts its rows' values only.
 * `global_norm`: the global norm of the unscaled gradients, NaN (never 0) on a
   step whose update was not applied. With several replicas it is the norm of
-  their sum, which the update uses (one extra all-reduce of the gradients).
+  their sum, which the update uses (one extra all-reduce of the gradients and
+  a pass over the sum). As `tf.linalg.global_norm`, a sparse gradient's norm
+  is that of its values (a repeated row is not added to itself first). With
+  gradient accumulation it is the micro-step's, not the window mean's.
 * `skip_reason`: `REASONS[code]`: applied, overflow, overflow at the
   scale's floor (the manager's `min_loss_scale`), or an accumulation
   micro-step (finite, added to the window, no update yet).
 
+16-bit gradients (of float16 variables without float32 master weights) are
+measured as the unscale left them: entries it rounded to 0 count as zero.
+
 Cost: two reductions over the gradients, on the stacks the unscale made
 (`scaling.unscale`) or else per gradient: one `max` of |g|, then one `sum`
 of [(g / amax)**2, |g| <= 2**-25 / S] per variable, with several replicas
-summed across them. Nothing is read to the host: the values go to four
-variables in no collection (never saved, never reset by an initializer),
-which `mp_optimizer.signals.precision()` and `LossScaleHook` read after the
-step, and to the step's own tensors, which `add_summaries()` writes.
+summed across them; the elementwise work around them (|g|, the square, the
+comparison) reads each gradient a few more times. Nothing is read to the
+host: the values go to five variables in no collection (never saved, never
+reset by an initializer), which `mp_optimizer.signals.precision()` and
+`LossScaleHook` read after the step, and to the step's own tensors, which
+`add_summaries()` writes.
 """
 
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -69,8 +77,11 @@ def _blocks(values: Sequence[tf.Tensor]) -> List[Tuple[tf.Tensor, List[int]]]:
       by_op.setdefault(value.op, []).append(index)
   blocks, done = [], set()
   for op, indices in by_op.items():
-    if len(indices) == len(op.outputs) and op.get_attr("axis") == 0:
-      order = sorted(indices, key=lambda i: values[i].value_index)
+    order = sorted(indices, key=lambda i: values[i].value_index)
+    # Each output exactly once (a gradient paired twice, or an output not in
+    # the step, leaves the unstack's gradients to be measured one by one).
+    if ([values[i].value_index for i in order] == list(range(len(op.outputs)))
+        and op.get_attr("axis") == 0):
       blocks.append((op.inputs[0], order))
       done.update(indices)
   blocks += [(tf.expand_dims(values[i], 0), [i])
@@ -79,23 +90,29 @@ def _blocks(values: Sequence[tf.Tensor]) -> List[Tuple[tf.Tensor, List[int]]]:
 
 
 def _local(grads: Sequence[tensors.Gradient], scale: tf.Tensor,
-           amax: Optional[tf.Tensor] = None):
-  """One replica's (amax, per-variable [sum of (g/amax)**2, zeros, size])."""
+           zeros: bool = True):
+  """One replica's (amax, per-variable [sum of (g/amax)**2, zeros, size]).
+
+  Without `zeros`, the per-variable rows hold only the sum of squares.
+  """
   values = [_float32(tensors.values(g)) for g in grads]
   blocks = [(_float32(block), indices) for block, indices in _blocks(values)]
-  if amax is None:
-    amax = tf.reduce_max(tf.stack(
-        [tf.reduce_max(tf.abs(block)) for block, _ in blocks]))
+  magnitudes = [tf.abs(block) for block, _ in blocks]
+  amax = tf.reduce_max(tf.stack([tf.reduce_max(m) for m in magnitudes]))
   inverse = tf.where(amax > 0, 1.0 / amax, 0.0)
   limit = FLOAT16_ZERO_LIMIT / scale
   columns, order = [], []
-  for block, indices in blocks:
-    both = tf.stack([tf.square(block * inverse),
-                     tf.cast(tf.abs(block) <= limit, tf.float32)])
+  for (block, indices), magnitude in zip(blocks, magnitudes):
+    parts = [tf.square(block * inverse)]
+    if zeros:
+      parts.append(tf.cast(magnitude <= limit, tf.float32))
+    both = tf.stack(parts)
     sums = tf.reduce_sum(both, axis=list(range(2, both.shape.rank)))
-    sizes = tf.fill([1, len(indices)], tf.cast(
-        tf.size(block) // len(indices), tf.float32))
-    columns.append(tf.concat([sums, sizes], axis=0))
+    if zeros:
+      sizes = tf.fill([1, len(indices)], tf.cast(
+          tf.size(block) // len(indices), tf.float32))
+      sums = tf.concat([sums, sizes], axis=0)
+    columns.append(sums)
     order += indices
   # Back in the order of `grads`.
   per_variable = tf.gather(tf.concat(columns, axis=1),
@@ -136,7 +153,7 @@ def measure(strategy: tf.distribute.Strategy, grads_and_vars,
     summed = strategy.extended.batch_reduce_to(tf.distribute.ReduceOp.SUM,
                                                pairs)
     first = tuple(strategy.experimental_local_results(g)[0] for g in summed)
-    sum_amax, sum_columns = _local(first, scale)
+    sum_amax, sum_columns = _local(first, scale, zeros=False)
     norm = sum_amax * tf.sqrt(tf.reduce_sum(sum_columns[0]))
   zeros = tf.math.unsorted_segment_sum(per_variable[1], segments, len(groups))
   sizes = tf.math.unsorted_segment_sum(per_variable[2], segments, len(groups))

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 import mp_optimizer
 from mp_optimizer import managers
+from tests import control_flow
 from tests import mirrored
 from tests.workers import replicated
 
@@ -275,6 +276,70 @@ class ReadersTest(parameterized.TestCase):
       sess.run(summary)  # Fetchable: built from the stored values.
     self.assertAlmostEqual(got["global_norm"],
                            _expected(constants)["global_norm"], places=5)
+
+
+class EdgeCasesTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(("v1", "v1"), ("v2", "v2"))
+  def test_accumulating_step_inside_a_cond_survives_an_overflow(self, mode):
+    # The window's count is read after the step; inside a v1 cond a plain
+    # read reused a capture that is dead on a skipped step, and the train op
+    # failed ("Retval[0] does not have value").
+    with control_flow.control_flow(mode), tf.Graph().as_default(), \
+        v1.Session() as sess:
+      poison = v1.placeholder_with_default(1.0, [])
+      w = v1.get_variable("d/w", [2, 2], initializer=v1.ones_initializer())
+      opt = mp_optimizer.LossScaleOptimizer(
+          v1.train.GradientDescentOptimizer(0.1),
+          managers.ExponentialUpdateLossScaleManager(SCALE, 1000),
+          gradient_accumulation_steps=2, precision_telemetry=True)
+      train_op = tf.cond(v1.placeholder_with_default(True, []),
+                         lambda: opt.minimize(tf.reduce_sum(w * 0.5) * poison),
+                         tf.no_op)
+      precision = mp_optimizer.signals.precision()
+      sess.run(v1.global_variables_initializer())
+      reasons = []
+      for value in (1.0, float("nan"), 1.0):
+        sess.run(train_op, {poison: value})
+        reasons.append(int(sess.run(precision["skip_reason"])))
+      counts = list(sess.run(precision["reason_counts"]))
+    self.assertEqual(reasons, [3, 1, 0])
+    self.assertEqual(counts, [1, 1, 0, 1])
+
+  def test_a_gradient_paired_twice_is_measured_as_paired(self):
+    # Two outputs of one unstack, one of them twice, the third unused: the
+    # unused one must not be measured, nor rows matched to other variables.
+    with tf.Graph().as_default(), v1.Session() as sess:
+      values = tf.unstack(tf.constant(
+          [[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]]))
+      variables = [v1.get_variable(f"v{i}", [2]) for i in range(3)]
+      opt = mp_optimizer.LossScaleOptimizer(
+          v1.train.GradientDescentOptimizer(0.0),
+          managers.FixedLossScaleManager(SCALE), precision_telemetry=True)
+      with mp_optimizer.allow_unscaled_gradients():
+        train_op = opt.apply_gradients(
+            [(values[0], variables[0]), (values[1], variables[1]),
+             (values[0], variables[2])])
+      precision = mp_optimizer.signals.precision()
+      sess.run(v1.global_variables_initializer())
+      sess.run(train_op)
+      got = sess.run(_fetch(precision))
+    self.assertAlmostEqual(got["global_norm"],
+                           math.sqrt(1 + 4 + 9 + 16 + 1 + 4), places=5)
+    self.assertAlmostEqual(got["headroom_bits"],
+                           math.log2(65504.0 / (SCALE * 4.0)), places=5)
+
+  def test_precision_without_optimizer_reads_the_newest_train_op(self):
+    with tf.Graph().as_default():
+      made = {}
+      for name, scope in (("A", "first"), ("B", "second"), ("A", "third")):
+        w = v1.get_variable(f"{scope}/w", initializer=1.0)
+        if name not in made:
+          made[name] = mp_optimizer.LossScaleOptimizer(
+              v1.train.GradientDescentOptimizer(0.1, name=name),
+              managers.FixedLossScaleManager(8), precision_telemetry=True)
+        made[name].minimize(w * w)
+      self.assertEqual(mp_optimizer.signals.precision()["groups"], ["third"])
 
 
 class MirroredTest(parameterized.TestCase):
