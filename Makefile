@@ -12,7 +12,7 @@
 #                link of README.md and docs/), and the documentation build
 #   make docs    the documentation site into site/ (MkDocs, warnings as
 #                errors); open site/index.html
-#   make bench   overhead benchmarks, then their growth with the number of
+#   make bench   overhead benchmarks, the opt-in options, then the growth with the number of
 #                variables (writes BENCHMARKS.md and docs/scaling.png)
 #   make bench-codemod  mp-optimizer-migrate on a big file and a model-zoo tree
 #   make soak    20,000-step soak run
