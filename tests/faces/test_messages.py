@@ -118,11 +118,11 @@ class HelpTest(parameterized.TestCase):
   @parameterized.named_parameters(
       ("contrib", LSO, ["opt", "loss_scale_manager", "clipnorm", "clipvalue",
                         "global_clipnorm", "gradient_accumulation_steps",
-                        "overflow_report"]),
+                        "overflow_report", "precision_telemetry"]),
       ("tf2", MP, ["opt", "loss_scale", "initial_scale",
                    "dynamic_growth_steps", "clipnorm", "clipvalue",
                    "global_clipnorm", "gradient_accumulation_steps",
-                   "overflow_report"]),
+                   "overflow_report", "precision_telemetry"]),
   )
   def test_help_shows_this_classs_signature(self, cls, names):
     signature = inspect.signature(cls)
