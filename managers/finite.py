@@ -65,21 +65,30 @@ def group_key(values: tf.Tensor) -> Optional[Tuple]:
   return (tuple(shape.as_list()), values.dtype, values.device)
 
 
-def _whole_stacks(values: List[tf.Tensor]) -> Dict[tf.Operation, tf.Tensor]:
-  """Unpack ops all of whose outputs are in `values` -> the stacked tensor."""
-  seen: Dict[tf.Operation, set] = {}
-  for value in values:
+def whole_unstacks(values: List[tf.Tensor]) -> Dict[tf.Operation, List[int]]:
+  """Unpack ops (axis 0) whose every output is in `values` exactly once.
+
+  Maps each such op to the indices into `values` of its outputs, in output
+  order, so that its input, the stacked tensor, stands for all of them.
+  """
+  by_op: Dict[tf.Operation, List[int]] = {}
+  for index, value in enumerate(values):
     if value.op.type == "Unpack":
-      seen.setdefault(value.op, set()).add(value.value_index)
-  return {op: op.inputs[0] for op, indices in seen.items()
-          if len(indices) == len(op.outputs)}
+      by_op.setdefault(value.op, []).append(index)
+  whole = {}
+  for op, indices in by_op.items():
+    order = sorted(indices, key=lambda i: values[i].value_index)
+    if ([values[i].value_index for i in order] == list(range(len(op.outputs)))
+        and op.get_attr("axis") == 0):
+      whole[op] = order
+  return whole
 
 
 def _groups(grads: Iterable[Gradient]) -> List[List[tf.Tensor]]:
   """Splits non-None gradients into lists that `add_n` can add."""
   values = [tensors.values(grad) for grad in grads if grad is not None]
-  stacks = _whole_stacks(values)
-  groups = [[_summable(stacked)] for stacked in stacks.values()]
+  stacks = whole_unstacks(values)
+  groups = [[_summable(op.inputs[0])] for op in stacks]
   grouped: Dict[Tuple, List[tf.Tensor]] = {}
   for value in values:
     if value.op in stacks:

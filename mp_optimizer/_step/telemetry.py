@@ -43,6 +43,7 @@ import numpy as np
 import tensorflow as tf
 
 from mp_optimizer._internal import tensors
+from mp_optimizer.managers import finite
 
 FLOAT16_MAX = 65504.0
 # Largest magnitude float16 rounds to 0: half its smallest subnormal, 2**-24
@@ -71,19 +72,9 @@ def _blocks(values: Sequence[tf.Tensor]) -> List[Tuple[tf.Tensor, List[int]]]:
   A block of k gradients is a tensor of shape [k, ...]; a lone gradient is
   given a leading axis of 1.
   """
-  by_op: Dict[tf.Operation, List[int]] = {}
-  for index, value in enumerate(values):
-    if value.op.type == "Unpack":
-      by_op.setdefault(value.op, []).append(index)
-  blocks, done = [], set()
-  for op, indices in by_op.items():
-    order = sorted(indices, key=lambda i: values[i].value_index)
-    # Each output exactly once (a gradient paired twice, or an output not in
-    # the step, leaves the unstack's gradients to be measured one by one).
-    if ([values[i].value_index for i in order] == list(range(len(op.outputs)))
-        and op.get_attr("axis") == 0):
-      blocks.append((op.inputs[0], order))
-      done.update(indices)
+  blocks = [(op.inputs[0], indices)
+            for op, indices in finite.whole_unstacks(values).items()]
+  done = {index for _, indices in blocks for index in indices}
   blocks += [(tf.expand_dims(values[i], 0), [i])
              for i in range(len(values)) if i not in done]
   return blocks

@@ -130,6 +130,20 @@ class ValuesTest(parameterized.TestCase):
     counts[reason] = 1
     self.assertEqual(list(got["reason_counts"]), counts)
 
+  @parameterized.named_parameters(("all_zero", 0.0, 1.0, np.inf),
+                                  ("an_inf", 1.0, np.inf, -np.inf))
+  def test_headroom_at_its_ends(self, entry, poison_value, headroom):
+    # Zero gradients leave every doubling free: +Inf. An Inf entry with no
+    # NaN (C has no zero to make Inf * 0) has none: -Inf.
+    with tf.Graph().as_default(), v1.Session() as sess:
+      poison = v1.placeholder_with_default(1.0, [])
+      constants = [np.full((2, 2), entry, np.float32)]
+      _, train_op = _build(constants, poison=poison)
+      precision = mp_optimizer.signals.precision()
+      sess.run(v1.global_variables_initializer())
+      sess.run(train_op, {poison: poison_value})
+      self.assertEqual(sess.run(precision["headroom_bits"]), headroom)
+
   def test_accumulation_micro_steps_have_their_own_reason(self):
     with tf.Graph().as_default(), v1.Session() as sess:
       poison = v1.placeholder_with_default(1.0, [])
