@@ -191,7 +191,7 @@ def loss_scale(graph: Optional[tf.Graph] = None,
 def _records(graph: tf.Graph) -> dict:
   """{optimizer name: its newest telemetry record}."""
   newest = {}
-  for record in graph.get_collection(telemetry.COLLECTION):
+  for record in telemetry.records(graph):
     newest.pop(record.optimizer, None)  # The newest last, for `precision()`.
     newest[record.optimizer] = record
   return newest

@@ -202,7 +202,7 @@ def _telemetry(strategy: tf.distribute.Strategy, parts: Parts,
   # use the stored values.
   record.fetchable = not skips.inside_control_flow(step["skip_reason"])
   with tf.init_scope():
-    tf.compat.v1.add_to_collection(telemetry.COLLECTION, record)
+    telemetry.remember(tf.compat.v1.get_default_graph(), record)
   return record.write()
 
 

@@ -222,6 +222,17 @@ class CostTest(parameterized.TestCase):
                     "PrintV2"):
       self.assertNotIn(host_op, types)
 
+  @parameterized.named_parameters(("telemetry_on", True),
+                                  ("telemetry_off", False))
+  def test_exporting_the_graph_warns_of_nothing(self, telemetry):
+    # A Saver, an Estimator or a FileWriter given the graph exports it; a
+    # graph collection of Python objects would make that warn every time.
+    graph = self._graph(5, telemetry)
+    with graph.as_default(), self.assertNoLogs("tensorflow", "WARNING"):
+      v1.train.export_meta_graph(graph=graph)
+    if telemetry:
+      self.assertLen(mp_optimizer.signals.precision(graph)["groups"], 5)
+
   def test_off_builds_no_telemetry(self):
     graph = self._graph(5, False)
     self.assertEmpty([op.name for op in graph.get_operations()
