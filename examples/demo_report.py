@@ -116,12 +116,14 @@ def _scale(row: dict) -> str:
 def table(results: dict) -> List[str]:
   """The results as Markdown table lines, one row per run."""
   lines = ["| run | test accuracy | final training loss | gradient entries "
-           "zero in float16 | skipped steps | final loss scale |",
-           "|---|---:|---:|---:|---:|---:|"]
+           "zero in float16 | the same, by precision telemetry | skipped "
+           "steps | final loss scale |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
   for name in RUNS:
     row = by_name(results)[name]
     lines.append(f"| {name} | {row['accuracy']:.2f}% | {row['loss']:.4f} | "
-                 f"{_percent(row['zeros'])} | {row['skipped']} | "
+                 f"{_percent(row['zeros'])} | "
+                 f"{_percent(row['telemetry_zeros'])} | {row['skipped']} | "
                  f"{_scale(row)} |")
   return lines
 

@@ -24,12 +24,15 @@ README = ROOT / "README.md"
 
 def results(fp32, fp16, scaled):
   """Results of a run with the given test accuracies (%)."""
-  row = dict(loss=0.01, skipped=0, scale=1.0, dynamic=False, zeros=None)
+  row = dict(loss=0.01, skipped=0, scale=1.0, dynamic=False, zeros=None,
+             telemetry_zeros=None)
   return dict(
       rows=[dict(row, name="fp32", accuracy=fp32),
-            dict(row, name="fp16", accuracy=fp16, zeros=100.0),
+            dict(row, name="fp16", accuracy=fp16, zeros=100.0,
+                 telemetry_zeros=100.0),
             dict(row, name="fp16 + loss scaling", accuracy=scaled,
-                 skipped=3, scale=2.0**40, dynamic=True, zeros=0.001)],
+                 skipped=3, scale=2.0**40, dynamic=True, zeros=0.001,
+                 telemetry_zeros=1.5)],
       steps=2000, batch_size=128, tensorflow="2.x", wall_time=12.3,
       machine="a CPU", environment={"TF_ENABLE_ONEDNN_OPTS": "0",
                                     "ONEDNN_MAX_CPU_ISA": None})
@@ -73,9 +76,9 @@ class VerdictTest(parameterized.TestCase):
   def test_table_units_and_scale(self):
     lines = demo_report.table(results(98.0, 10.0, 98.0))
     self.assertEqual(lines[2], "| fp32 | 98.00% | 0.0100 | n/a (no float16) "
-                     "| 0 | 1 (fixed) |")
+                     "| n/a (no float16) | 0 | 1 (fixed) |")
     self.assertEqual(lines[4], "| fp16 + loss scaling | 98.00% | 0.0100 | "
-                     "<0.01% | 3 | 2^40 |")
+                     "<0.01% | 1.50% | 3 | 2^40 |")
 
 
 class ReadmeBlockTest(parameterized.TestCase):
