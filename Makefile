@@ -6,7 +6,11 @@
 #                exits 1 if the run does not show the effect
 #   make demo-readme  the same, drawing docs/digits_demo.png and writing its
 #                table into README.md
-#   make bert-demo  BERT-style fp16 pre-training: clipping + accumulation
+#   make bert-demo  BERT-style fp16 pre-training (clipping + accumulation)
+#                with two loss-scale managers side by side; exits 1 if the
+#                amax-set scale does not skip 10x less at the same loss;
+#                draws runs/bert/bert_demo.png
+#   make bert-demo-docs  the same, drawing docs/bert_demo.png
 #   make test    the installed-wheel check, the test suite on TensorFlow
 #                2.21 and on TensorFlow 2.15 (with every Python block and
 #                link of README.md and docs/), and the documentation build
@@ -26,7 +30,7 @@ PYTEST_ARGS ?=
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo demo-readme bert-demo docs test test-package test-horovod bench bench-codemod soak venvs clean
+.PHONY: demo demo-readme bert-demo bert-demo-docs docs test test-package test-horovod bench bench-codemod soak venvs clean
 
 # .venv/tf2.21/.ready: a venv with the pinned requirements and this project.
 $(VENV)/tf%/.ready: requirements/tf%.txt setup.py pyproject.toml
@@ -49,6 +53,10 @@ demo-readme: $(VENV)/tf$(NEWEST)/.ready
 
 bert-demo: $(VENV)/tf$(NEWEST)/.ready
 	$(VENV)/tf$(NEWEST)/bin/python -m examples.bert_pretraining
+
+bert-demo-docs: $(VENV)/tf$(NEWEST)/.ready
+	$(VENV)/tf$(NEWEST)/bin/python -m examples.bert_pretraining \
+	    --png docs/bert_demo.png
 
 # Runs every part even when one fails, and fails at the end if any did, so
 # a red TensorFlow version never hides the other.

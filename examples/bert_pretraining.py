@@ -21,6 +21,8 @@ Run with `make bert-demo`, or: python -m examples.bert_pretraining
 """
 
 import argparse
+import json
+import os
 import time
 
 import numpy as np
@@ -114,6 +116,9 @@ def learning_rate(global_step, args, peak=1e-3, warmup_share=0.1):
       1.0 - step / total, 0.0)
 
 
+PNG_KEY = "bert_demo_results"
+LABELS = {"exponential": "ExponentialUpdateLossScaleManager(2**15, 100)",
+          "amax": "AmaxHistoryLossScaleManager(2**15)"}
 MANAGERS = {
     # BERT's usual dynamic scale: grow every 100 clean steps, shrink after
     # two overflows (contrib's defaults).
@@ -125,7 +130,13 @@ MANAGERS = {
 
 
 def train(name: str, args: argparse.Namespace) -> dict:
-  """Trains from the same start and data with one manager; returns results."""
+  """Trains from the same start and data with one manager; returns results.
+
+  The results hold the final loss (mean of the last `report_every`
+  micro-steps), the skipped micro-steps and the final scale, and `history`:
+  per micro-step, the loss, the scale after it and its float16 headroom
+  (precision telemetry), and the list of skipped micro-steps.
+  """
   rng = np.random.RandomState(0)
   with tf.Graph().as_default():
     v1.set_random_seed(0)
@@ -138,28 +149,42 @@ def train(name: str, args: argparse.Namespace) -> dict:
         adamw.AdamWeightDecay(learning_rate(global_step, args),
                               weight_decay_rate=0.01),
         MANAGERS[name](), global_clipnorm=1.0,
-        gradient_accumulation_steps=args.accumulation)
+        gradient_accumulation_steps=args.accumulation,
+        precision_telemetry=True)
     train_op = opt.minimize(loss, global_step=global_step)
     report = {"scale": mp_optimizer.signals.loss_scale(),
               "skipped": mp_optimizer.skipped_steps(), "step": global_step}
+    telemetry = mp_optimizer.signals.precision()
+    after_step = {"scale": report["scale"],
+                  "headroom_bits": telemetry["headroom_bits"],
+                  "reason": telemetry["skip_reason"]}
+    overflows = [i for i, reason in enumerate(mp_optimizer.signals.SKIP_REASONS)
+                 if reason.startswith("overflow")]
+    history = {"loss": [], "scale": [], "headroom_bits": [], "skipped": []}
     with v1.Session() as sess:
       sess.run(v1.global_variables_initializer())
-      losses, start = [], time.time()
+      start = time.time()
       for micro_step in range(1, args.micro_steps + 1):
         tokens, masked, weights = generate(rng, args.batch_size)
         _, value = sess.run([train_op, loss], {inputs: masked,
                                                targets: tokens, mask: weights})
-        losses.append(value)
+        state = sess.run(after_step)  # What the micro-step just stored.
+        history["loss"].append(float(value))
+        history["scale"].append(float(state["scale"]))
+        history["headroom_bits"].append(float(state["headroom_bits"]))
+        if state["reason"] in overflows:
+          history["skipped"].append(micro_step)
         if micro_step % args.report_every == 0:
           state = sess.run(report)
           print(f"{name:11s} micro-step {micro_step:4d}  applied steps "
                 f"{state['step']:3d}  loss "
-                f"{np.mean(losses[-args.report_every:]):.3f}  loss scale "
-                f"{state['scale']:8.0f}  skipped {state['skipped']}  "
+                f"{np.mean(history['loss'][-args.report_every:]):.3f}  loss "
+                f"scale {state['scale']:8.0f}  skipped {state['skipped']}  "
                 f"({time.time() - start:.0f}s)", flush=True)
       state = sess.run(report)
-  return {"loss": float(np.mean(losses[-args.report_every:])),
-          "skipped": int(state["skipped"]), "scale": float(state["scale"])}
+  return {"loss": float(np.mean(history["loss"][-args.report_every:])),
+          "skipped": int(state["skipped"]), "scale": float(state["scale"]),
+          "history": history}
 
 
 def verdict(results: dict) -> tuple:
@@ -175,6 +200,33 @@ def verdict(results: dict) -> tuple:
   return close and fewer, sentence
 
 
+def title(results: dict) -> str:
+  """The picture's title: what was compared and the computed verdict."""
+  holds, sentence = verdict(results)
+  return (f"{LABELS['amax']} vs {LABELS['exponential']}\n"
+          + ("As expected: " if holds else "NOT as expected: ") + sentence)
+
+
+def draw(results: dict, path: str, micro_steps: int) -> None:
+  """Writes the picture; its PNG metadata holds the numbers it shows."""
+  from examples import bert_plot  # pylint: disable=import-outside-toplevel
+  directory = os.path.dirname(path)
+  if directory:
+    os.makedirs(directory, exist_ok=True)
+  summary = {name: {"loss": result["loss"], "skipped": result["skipped"],
+                    "scale": result["scale"],
+                    "skipped_marked": len(result["history"]["skipped"]),
+                    "median_headroom_bits": float(np.nanmedian(
+                        [h if np.isfinite(h) else np.nan
+                         for h in result["history"]["headroom_bits"]]))}
+             for name, result in results.items()}
+  bert_plot.plot_runs({name: result["history"]
+                       for name, result in results.items()}, LABELS, path,
+                      title(results),
+                      {PNG_KEY: json.dumps({"micro_steps": micro_steps,
+                                            "runs": summary}, sort_keys=True)})
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--micro_steps", type=int, default=2400)
@@ -184,6 +236,10 @@ def main():
   parser.add_argument("--manager", choices=sorted(MANAGERS) + ["compare"],
                       default="compare",
                       help="one manager, or both side by side (the default)")
+  parser.add_argument("--png", default=os.path.join("runs", "bert",
+                                                    "bert_demo.png"),
+                      help="where the comparison's picture goes ('' for "
+                           "none); needs matplotlib")
   args = parser.parse_args()
   print(f"encoder: {LAYERS} layers, hidden {HIDDEN}, {HEADS} heads, "
         f"sequence {LENGTH}; micro-batch {args.batch_size} x "
@@ -196,6 +252,9 @@ def main():
   if args.manager == "compare":
     holds, sentence = verdict(results)
     print(("As expected: " if holds else "NOT as expected: ") + sentence)
+    if args.png:
+      draw(results, args.png, args.micro_steps)
+      print(f"Picture: {args.png}")
     if not holds:
       raise SystemExit(1)
 

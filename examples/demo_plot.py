@@ -30,7 +30,7 @@ STYLES = {"fp32": dict(linewidth=4.5, alpha=0.5),
           SCALED: dict(linewidth=1.8, linestyle="--")}
 
 
-def _smooth(values: Sequence[float], window: int) -> list:
+def smooth(values: Sequence[float], window: int) -> list:
   """Trailing mean over `window` values (the first ones average fewer)."""
   out, total = [], 0.0
   for i, value in enumerate(values):
@@ -76,7 +76,7 @@ def plot_runs(histories: Dict[str, dict], path: str, title: str,
     style = dict(STYLES.get(name, {}), color=COLORS.get(name), label=name)
     loss_axes.plot(steps, history["loss"], color=style["color"], alpha=0.15,
                    linewidth=0.8)
-    loss_axes.plot(steps, _smooth(history["loss"], 25), **style)
+    loss_axes.plot(steps, smooth(history["loss"], 25), **style)
     accuracy_axes.plot(history["eval_steps"], history["accuracy"], **style)
     if name != "fp32":
       zeros_axes.plot(history["eval_steps"], history["zeros"], **style)

@@ -7,13 +7,17 @@ steps the example counts over the whole session, and each report covers
 `every_n_steps` runs.
 """
 
+import json
 import pathlib
 import re
 import subprocess
 import sys
 
 from absl.testing import parameterized
+from PIL import Image
 import tensorflow as tf
+
+from examples import bert_pretraining
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 REPORT = re.compile(r"loss scale (\S+) at step (\d+); (\d+) of the last (\d+) "
@@ -70,8 +74,10 @@ class BertDemoTest(parameterized.TestCase):
       # TF 2.15's float16 CPU kernels make this 2 x 2,400-step run about
       # 20 times slower; `make bert-demo` (TF 2.21) runs the full story.
       self.skipTest("float16 on TF 2.15's CPU kernels: run make bert-demo")
+    picture = pathlib.Path(self.create_tempdir().full_path) / "bert.png"
     result = subprocess.run(
-        [sys.executable, "-m", "examples.bert_pretraining"],
+        [sys.executable, "-m", "examples.bert_pretraining", "--png",
+         str(picture)],
         capture_output=True, text=True, timeout=1800, cwd=str(ROOT),
         env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin",
              "PYTHONPATH": str(ROOT)})
@@ -85,3 +91,53 @@ class BertDemoTest(parameterized.TestCase):
     self.assertLessEqual(abs(amax_loss - exp_loss), 0.01 * exp_loss)
     self.assertGreaterEqual(exp_skips, 10 * max(amax_skips, 1))
     self.assertIn("As expected:", result.stdout)
+    # The picture carries the numbers printed, and marks as many skipped
+    # micro-steps (read from telemetry's skip reasons) as the counter counts.
+    drawn = bert_results(picture)
+    self.assertEqual(drawn["micro_steps"], 2400)
+    for name, (loss, skipped) in found.items():
+      self.assertAlmostEqual(drawn["runs"][name]["loss"], loss, places=4)
+      self.assertEqual(drawn["runs"][name]["skipped"], skipped)
+      self.assertEqual(drawn["runs"][name]["skipped_marked"], skipped)
+
+
+def bert_results(path) -> dict:
+  """The results `examples/bert_pretraining.py` stored in its picture."""
+  with Image.open(path) as picture:
+    return json.loads(picture.text[bert_pretraining.PNG_KEY])
+
+
+def _results(amax_loss, amax_skips, exp_loss=3.0, exp_skips=50):
+  return {"amax": {"loss": amax_loss, "skipped": amax_skips},
+          "exponential": {"loss": exp_loss, "skipped": exp_skips}}
+
+
+class BertDemoWordsTest(parameterized.TestCase):
+  """The BERT demo's verdict and title are computed from its numbers."""
+
+  @parameterized.named_parameters(
+      ("holds", _results(3.01, 0), True, "As expected: "),
+      ("loss_too_far", _results(3.04, 0), False, "NOT within 1%"),
+      ("too_many_skips", _results(3.0, 6), False, "NOT 10x fewer"),
+  )
+  def test_title_says_what_the_numbers_show(self, results, holds, words):
+    self.assertEqual(bert_pretraining.verdict(results)[0], holds)
+    title = bert_pretraining.title(results)
+    self.assertIn(words, title)
+    self.assertEqual(title.startswith(bert_pretraining.LABELS["amax"]), True)
+    self.assertIn("As expected" if holds else "NOT as expected", title)
+
+  def test_docs_state_the_committed_pictures_numbers(self):
+    runs = bert_results(ROOT / "docs" / "bert_demo.png")["runs"]
+    amax, exponential = runs["amax"], runs["exponential"]
+    text = " ".join(
+        (ROOT / "docs" / "semantics.md").read_text(encoding="utf-8").split())
+    self.assertIn(
+        f"({amax['loss']:.4f} against {exponential['loss']:.4f}) with "
+        f"{amax['skipped']} skipped micro-steps against "
+        f"{exponential['skipped']}", text)
+    self.assertTrue(bert_pretraining.verdict(runs)[0])
+    self.assertIn("](bert_demo.png)", text)
+    self.assertIn(
+        f"median headroom is {exponential['median_headroom_bits']:.1f} bits "
+        f"against {amax['median_headroom_bits']:.1f}", text)
