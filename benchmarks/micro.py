@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from mp_optimizer import managers
+from mp_optimizer._internal import mutex
 from mp_optimizer.managers import transition
 from benchmarks import timing
 from benchmarks import variants
@@ -104,29 +105,38 @@ def _above_nothing(contenders, seconds: float,
           for label in contenders if label != "nothing"}
 
 
-def _contrib_update(locked: bool):
+def _contrib_update(locked: bool, whole_machine: bool = False):
   """contrib's dynamic update on an always-finite flag, with or without lock.
 
   Locked is the manager's own `update_loss_scale`. Unlocked reads the same
-  three variables, computes the same `transition.next_state` with the same
-  policy and writes it back, with no mutex around it.
+  three variables and runs the same `transition.write_next_state` with the
+  same policy, with no mutex around it. `whole_machine` is the update as it
+  was before `transition.counting_only` (retired 2026-11-25): under the same
+  kind of mutex, every variable read and `next_state` written back on every
+  step.
   """
   finite = v1.placeholder_with_default(True, [])
-  manager = managers.ExponentialUpdateLossScaleManager(2**12, 2000)
-  if locked:
+  if locked and not whole_machine:
+    manager = managers.ExponentialUpdateLossScaleManager(2**12, 2000)
     return manager.update_loss_scale(finite)
-  scale = tf.Variable(2.0**12, name="loss_scale")
-  good = tf.Variable(0, name="good_steps")
-  bad = tf.Variable(0, name="bad_steps")
+  variables = transition.Variables(tf.Variable(2.0**12, name="loss_scale"),
+                                   tf.Variable(0, name="good_steps"),
+                                   tf.Variable(0, name="bad_steps"))
   policy = transition.Policy(
       incr_every=2000, decr_every=2, incr_ratio=2.0, decr_ratio=0.8,
       shrink_by_dividing=False, min_scale=1.0, max_scale=None,
       hysteresis="contrib")
-  new = transition.next_state(policy, transition.State(
-      scale.read_value(), good.read_value(), bad.read_value()), finite)
-  return tf.group(scale.assign(new.scale, read_value=False),
-                  good.assign(new.good_steps, read_value=False),
-                  bad.assign(new.bad_steps, read_value=False))
+  if not whole_machine:
+    return transition.write_next_state(policy, variables, finite)
+
+  def whole():
+    new = transition.next_state(policy, transition.State(
+        variables.scale.read_value(), variables.good_steps.read_value(),
+        variables.bad_steps.read_value()), finite)
+    return [variables.scale.assign(new.scale, read_value=False),
+            variables.good_steps.assign(new.good_steps, read_value=False),
+            variables.bad_steps.assign(new.bad_steps, read_value=False)]
+  return mutex.Mutex("whole_machine_mutex", "").run(whole, after=[finite])
 
 
 def locked_updates(seconds: float,
@@ -137,4 +147,6 @@ def locked_updates(seconds: float,
       "without the mutex (the same transition)":
           lambda: _contrib_update(locked=False),
       "with the mutex (the library's)": lambda: _contrib_update(locked=True),
+      "with the mutex, the whole state machine on every step (retired)":
+          lambda: _contrib_update(locked=True, whole_machine=True),
   }, seconds, min_rounds)

@@ -59,7 +59,7 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
   algorithm as pseudocode and the two other `hysteresis` modes.
 
   Each step's update reads the state, decides and writes while holding a
-  mutex of the state (`managers._mutex`), so updates that run concurrently
+  mutex of the state (`mp_optimizer._internal.mutex`), so updates that run concurrently
   (two train ops of one manager in one `sess.run`, several threads,
   asynchronous workers) end exactly as if they had run one after the other.
 
@@ -191,12 +191,12 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
   def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:
     """Returns the op that moves the state machine one step.
 
-    The op reads the state, computes the next state
-    (`managers.transition.next_state`) and writes it while it holds the
-    state's mutex: any number of updates running at once end as if run one
-    after the other, in some order. The floor guard (`fail_at_floor_after`)
-    runs in the same locked section and sees the scale before this step's
-    own change, i.e. the scale this step used.
+    The op reads the state, computes the next state and writes it
+    (`managers.transition.write_next_state`) while it holds the state's
+    mutex: any number of updates running at once end as if run one after
+    the other, in some order. The floor guard (`fail_at_floor_after`) runs in the same
+    locked section and sees the scale before this step's own change, i.e.
+    the scale this step used.
 
     Args:
       finite_grads: Scalar bool tensor: were all of this step's gradients
@@ -210,23 +210,19 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
     api = f"{type(self).__name__}.update_loss_scale"
     state = self._state.get(api)
     face = self._FACE
-    scale_var = state[face.scale_name]
-    good_var = state[face.good_steps_name]
-    bad_var = state.get(face.bad_steps_name)
+    variables = transition.Variables(state[face.scale_name],
+                                     state[face.good_steps_name],
+                                     state.get(face.bad_steps_name))
 
     def locked():
-      scale = scale_var.read_value()
-      old = transition.State(scale, good_var.read_value(),
-                             None if bad_var is None else bad_var.read_value())
-      new = transition.next_state(self._policy, old, finite_grads)
-      writes = [scale_var.assign(new.scale, read_value=False),
-                good_var.assign(new.good_steps, read_value=False)]
-      if bad_var is not None:
-        writes.append(bad_var.assign(new.bad_steps, read_value=False))
-      if self._fail_after is not None:
-        writes.append(floor.guard(state[floor.STREAK], scale, finite_grads,
-                                  self._policy.min_scale, self._fail_after))
-      return writes
+      if self._fail_after is None:
+        return transition.write_next_state(self._policy, variables,
+                                           finite_grads)
+      scale = variables.scale.read_value()  # The floor guard reads it.
+      return [floor.guard(state[floor.STREAK], scale, finite_grads,
+                          self._policy.min_scale, self._fail_after),
+              transition.write_next_state(self._policy, variables,
+                                          finite_grads, scale)]
 
     with tf.name_scope("loss_scale_update"):
       return self._state.mutex(api).run(locked, after=[finite_grads])

@@ -1,8 +1,9 @@
-"""The dynamic loss scale's state machine, as a pure function of tensors.
+"""The dynamic loss scale's state machine: one step's new state, and its writes.
 
 `next_state(policy, state, finite)` builds the ops that compute one step's
-new state from the old one; it reads and writes no variable (the manager does
-that, under a mutex). With `hysteresis="contrib"` it is
+new state from the old one, as a pure function of tensors;
+`write_next_state` reads and writes the variables with it (the manager
+calls it holding the state's mutex). With `hysteresis="contrib"` it is
 `tf.contrib.mixed_precision`'s algorithm exactly:
 
 ```
@@ -31,6 +32,12 @@ at its limit after a shrink, so once the allowance of `decr_every - 1`
 tolerated overflows is used up, every further overflow shrinks the scale until
 the scale next grows.
 
+Most steps are finite with no growth due: they only add 1 to `good_steps`.
+`counting_only` tells such a step apart, and `write_next_state` runs just
+that increment then; the rest of the state machine sits behind a Switch and
+runs only on the other steps (a dozen kernels a step instead of about
+fifty).
+
 Step counts are compared in int64, so a period of 2**31 or more means what
 it says. A counter stops at its dtype's largest value instead of wrapping:
 with int32 counters (contrib's checkpoints) a period above 2**31 - 1 is never
@@ -38,9 +45,11 @@ reached.
 """
 
 import dataclasses
-from typing import Optional
+from typing import List, Optional
 
 import tensorflow as tf
+
+from mp_optimizer._internal import tensors
 
 HYSTERESIS_MODES = ("contrib", "consecutive", "sticky")
 
@@ -77,9 +86,36 @@ class State:
   bad_steps: Optional[tf.Tensor] = None
 
 
+@dataclasses.dataclass(frozen=True)
+class Variables:
+  """The state's variables (`bad_steps` None when the face stores none)."""
+  scale: tf.Variable
+  good_steps: tf.Variable
+  bad_steps: Optional[tf.Variable] = None
+
+
 def _saturating_increment(counter: tf.Tensor) -> tf.Tensor:
   """`counter + 1`, or `counter` at its dtype's largest value."""
   return tf.where(counter < counter.dtype.max, counter + 1, counter)
+
+
+def counting_only(policy: Policy, good_steps: tf.Tensor,
+                  finite: tf.Tensor) -> tf.Tensor:
+  """True when the step's whole change is `good_steps += 1` (and, with
+  `hysteresis="consecutive"`, `bad_steps = 0`).
+
+  That is a finite step with no growth due (`good_steps + 1 < incr_every`)
+  and a counter below its dtype's largest value, where `next_state` keeps
+  the scale, increments `good_steps` and leaves `bad_steps` as its
+  hysteresis says on a finite step.
+
+  Args:
+    policy: The scale's settings.
+    good_steps: The counter before the step.
+    finite: Scalar bool tensor: were the step's gradients all finite?
+  """
+  limit = min(policy.incr_every - 1, good_steps.dtype.max)
+  return tf.logical_and(finite, good_steps < limit, name="counting_only")
 
 
 def next_state(policy: Policy, state: State, finite: tf.Tensor) -> State:
@@ -120,3 +156,40 @@ def next_state(policy: Policy, state: State, finite: tf.Tensor) -> State:
       tf.where(shrink_due, keep_bad_on_shrink, _saturating_increment(bad)))
   return State(new_scale, new_good,
                None if state.bad_steps is None else new_bad)
+
+
+def write_next_state(policy: Policy, variables: Variables, finite: tf.Tensor,
+                     scale: Optional[tf.Tensor] = None) -> tf.Operation:
+  """Builds one step's reads and writes of `variables`; returns its op.
+
+  On a `counting_only` step just `good_steps += 1` runs (and, with
+  `hysteresis="consecutive"`, `bad_steps = 0`); on the others, `next_state`
+  from a read of every variable. Build it holding the state's mutex.
+
+  Args:
+    policy: The scale's settings.
+    variables: The state's variables.
+    finite: Scalar bool tensor: were the step's gradients all finite?
+    scale: The scale already read in the same locked section, if any.
+  """
+  good = variables.good_steps.read_value()
+
+  def count() -> List[tf.Operation]:
+    writes = [variables.good_steps.assign_add(1, read_value=False)]
+    if variables.bad_steps is not None and policy.hysteresis == "consecutive":
+      writes.append(variables.bad_steps.assign(0, read_value=False))
+    return writes
+
+  def change() -> List[tf.Operation]:
+    bad = variables.bad_steps
+    new = next_state(policy, State(
+        variables.scale.read_value() if scale is None else scale, good,
+        None if bad is None else bad.read_value()), finite)
+    writes = [variables.scale.assign(new.scale, read_value=False),
+              variables.good_steps.assign(new.good_steps, read_value=False)]
+    if bad is not None:
+      writes.append(bad.assign(new.bad_steps, read_value=False))
+    return writes
+
+  return tensors.branch(counting_only(policy, good, finite), count, change,
+                        name="changes")

@@ -28,7 +28,7 @@ from typing import Callable, Sequence, Union
 
 import tensorflow as tf
 
-Built = Union[tf.Operation, tf.Tensor, Sequence[Union[tf.Operation, tf.Tensor]]]
+from mp_optimizer._internal.tensors import Built
 
 
 class Mutex:

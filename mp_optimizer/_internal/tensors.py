@@ -1,6 +1,6 @@
 """Type aliases and the small tensor idioms every layer uses, defined once."""
 
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
@@ -8,6 +8,8 @@ import tensorflow as tf
 Gradient = Optional[Union[tf.Tensor, tf.IndexedSlices]]
 GradsAndVars = Sequence[Tuple[Gradient, tf.Variable]]
 GradientList = List[Gradient]
+# What a graph-building callable returns: ops or tensors to wait for.
+Built = Union[tf.Operation, tf.Tensor, Sequence[Union[tf.Operation, tf.Tensor]]]
 
 
 def values(grad: Union[tf.Tensor, tf.IndexedSlices]) -> tf.Tensor:
@@ -27,3 +29,59 @@ def in_cross_replica_context() -> bool:
   """True under a `tf.distribute` strategy, outside its replica functions."""
   return (tf.distribute.has_strategy() and
           tf.distribute.in_cross_replica_context())
+
+
+def pivots(pred: tf.Tensor, name: str) -> Tuple[tf.Tensor, tf.Tensor]:
+  """(on, off): tensors alive only when `pred` is True, resp. False.
+
+  One Switch of `pred` on itself, named `name`. An op built under a control
+  dependency on a pivot runs only on its side: on the other side it is dead
+  and never runs. (A control edge from the Switch op itself would always
+  fire: deadness lives on its outputs, hence an Identity of each.)
+  """
+  off, on = tf.raw_ops.Switch(data=pred, pred=pred, name=name)
+  return (tf.identity(on, name=f"{name}_true"),
+          tf.identity(off, name=f"{name}_false"))
+
+
+def join(sides: Sequence[Tuple[tf.Tensor, Built]], name: str) -> tf.Operation:
+  """One op that completes when the live side's ops have, named `name`.
+
+  Args:
+    sides: (pivot, what was built behind it) for each side of `pivots`.
+    name: The name of the Merge.
+  """
+  done = []
+  for pivot, built in sides:
+    with tf.control_dependencies(tf.nest.flatten(built)):
+      done.append(tf.identity(pivot))
+  return tf.raw_ops.Merge(inputs=done, name=name).output.op
+
+
+def branch(pred: tf.Tensor, when_true: Callable[[], Built],
+           when_false: Callable[[], Built], name: str = "branch"
+           ) -> tf.Operation:
+  """Runs the ops `when_true()` builds if `pred`, else those of `when_false()`.
+
+  `tf.cond` on op-returning sides, with fewer kernels: `tf.cond` adds a
+  Switch (or a function argument) for every tensor a side captures; here
+  each side is built behind one pivot (see `pivots`) and `join` ends it. A
+  side must not build ops that escape control dependencies
+  (`tf.init_scope`); the step's gate (`_step.gate`), which must allow that,
+  handles it itself.
+
+  Args:
+    pred: Scalar bool tensor.
+    when_true: Builds the ops to run if `pred`.
+    when_false: Builds the ops to run otherwise.
+    name: Name of the Switch; the Merge is `<name>_done`.
+
+  Returns:
+    An op that completes when the taken side has.
+  """
+  on, off = pivots(pred, name)
+  sides = []
+  for pivot, build in ((off, when_false), (on, when_true)):
+    with tf.control_dependencies([pivot]):
+      sides.append((pivot, build()))
+  return join(sides, f"{name}_done")

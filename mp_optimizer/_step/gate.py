@@ -46,6 +46,7 @@ from typing import Any, Callable, List, Sequence, Set
 
 import tensorflow as tf
 
+from mp_optimizer._internal import tensors
 from mp_optimizer._internal import tf_private
 
 
@@ -94,10 +95,7 @@ def gate(pred: tf.Tensor, when_true: Callable[[tf.Tensor], tf.Operation],
     ValueError: `when_true` made a variable whose initial value depends on
       the true side.
   """
-  off, on = tf.raw_ops.Switch(data=pred, pred=pred, name="gate")
-  # A control edge from the Switch op itself would always fire: deadness
-  # lives on its outputs, so each side hangs off an Identity of one of them.
-  on, off = tf.identity(on, name="gate_true"), tf.identity(off, name="gate_false")
+  on, off = tensors.pivots(pred, "gate")
 
   def build_taken():
     with tf.control_dependencies([on]):
@@ -106,11 +104,7 @@ def gate(pred: tf.Tensor, when_true: Callable[[tf.Tensor], tf.Operation],
   taken = build_behind(on, off, build_taken)
   with tf.control_dependencies([off]):
     not_taken = when_false()
-  with tf.control_dependencies([taken]):
-    done_on = tf.identity(on)
-  with tf.control_dependencies([not_taken]):
-    done_off = tf.identity(off)
-  return tf.raw_ops.Merge(inputs=[done_off, done_on], name="gate_done").output.op
+  return tensors.join([(off, not_taken), (on, taken)], "gate_done")
 
 
 _SUMMARY_TYPES = frozenset((

@@ -247,8 +247,9 @@ class DelegationTest(parameterized.TestCase):
       opt = mp_optimizer.LossScaleOptimizer(models.OPTIMIZERS["sgd"](), manager)
       train_op = opt.minimize(models.dense_loss(models.poison_input()))
       state_handles = {v.handle.name for v in manager.variables()}
-      # Every write of the state: one per variable, made holding the
-      # state's mutex (`MutexLock`), after the gated apply.
+      # Every write of the state: one per variable when the state machine
+      # changes it, the increment of a step that only counts, each made
+      # holding the state's mutex (`MutexLock`), after the gated apply.
       assigns = [op for op in train_op.graph.get_operations()
                  if op.type in ("AssignVariableOp", "AssignAddVariableOp")
                  and op.inputs[0].name in state_handles
@@ -257,7 +258,8 @@ class DelegationTest(parameterized.TestCase):
           [(op.type, op.inputs[0].name) for op in assigns],
           [("AssignVariableOp", "loss_scale:0"),
            ("AssignVariableOp", "good_steps:0"),
-           ("AssignVariableOp", "bad_steps:0")])
+           ("AssignVariableOp", "bad_steps:0"),
+           ("AssignAddVariableOp", "good_steps:0")])
       applied = [op for op in train_op.control_inputs
                  if op.name.startswith("gate_done")]
       self.assertLen(applied, 1)
