@@ -108,9 +108,9 @@ def _above_nothing(contenders, seconds: float,
 def _contrib_update(locked: bool, whole_machine: bool = False):
   """contrib's dynamic update on an always-finite flag, with or without lock.
 
-  Locked is the manager's own `update_loss_scale`. Unlocked reads the same
-  three variables and runs the same `transition.write_next_state` with the
-  same policy, with no mutex around it. `whole_machine` is the update as it
+  Locked is the manager's own `update_loss_scale`. Unlocked runs the same
+  `transition.write_next_state`, with the same policy, on three variables
+  of its own, with no mutex around it. `whole_machine` is the update as it
   was before `transition.counting_only` (retired 2026-11-25): under the same
   kind of mutex, every variable read and `next_state` written back on every
   step.

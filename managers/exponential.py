@@ -191,10 +191,11 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
   def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:
     """Returns the op that moves the state machine one step.
 
-    The op reads the state, computes the next state and writes it
-    (`managers.transition.write_next_state`) while it holds the state's
-    mutex: any number of updates running at once end as if run one after
-    the other, in some order. The floor guard (`fail_at_floor_after`) runs in the same
+    While it holds the state's mutex, the op reads `good_steps`, and the
+    rest of the state only on a step that changes more than that counter,
+    and writes the next state (`managers.transition.write_next_state`): any
+    number of updates running at once end as if run one after the other, in
+    some order. The floor guard (`fail_at_floor_after`) runs in the same
     locked section and sees the scale before this step's own change, i.e.
     the scale this step used.
 

@@ -132,8 +132,10 @@ def next_state(policy: Policy, state: State, finite: tf.Tensor) -> State:
   scale, good = state.scale, state.good_steps
   bad = state.bad_steps if state.bad_steps is not None else tf.zeros_like(good)
   zero = tf.zeros_like(good)
-  grow_due = tf.cast(good, tf.int64) + 1 >= policy.incr_every
-  shrink_due = tf.cast(bad, tf.int64) + 1 >= policy.decr_every
+  # `count >= every - 1`, not `count + 1 >= every`: an int64 count at its
+  # largest value (a restored checkpoint) would wrap when 1 is added.
+  grow_due = tf.cast(good, tf.int64) >= policy.incr_every - 1
+  shrink_due = tf.cast(bad, tf.int64) >= policy.decr_every - 1
   grow = tf.logical_and(finite, grow_due)
   shrink = tf.logical_and(tf.logical_not(finite), shrink_due)
 

@@ -68,7 +68,9 @@ def branch(pred: tf.Tensor, when_true: Callable[[], Built],
   each side is built behind one pivot (see `pivots`) and `join` ends it. A
   side must not build ops that escape control dependencies
   (`tf.init_scope`); the step's gate (`_step.gate`), which must allow that,
-  handles it itself.
+  handles it itself. For TF1 graphs only: inside a `tf.function`, automatic
+  control dependencies would chain the two sides' uses of one resource, so
+  the taken side would wait on the dead one.
 
   Args:
     pred: Scalar bool tensor.

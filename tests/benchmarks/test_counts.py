@@ -16,7 +16,9 @@ SIZES = (10, 100, 1000)
 # Kernels a fixed scale (check and gate, no scale update) may add to bare.
 FIXED_LIMIT = 30
 # Kernels the dynamic scale may add on a finite step with no growth due:
-# the fixed scale's, the scale's read and reciprocal, and the locked
+# the fixed scale's, the mutex and the state's variable handles, the
+# scale's read, reciprocal and range check, the start of backprop (not
+# constant-folded once the scale is a variable), and the locked
 # `good_steps += 1` (the rest of the state machine does not run).
 DYNAMIC_LIMIT = 45
 

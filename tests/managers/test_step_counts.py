@@ -108,6 +108,15 @@ class CountersAtTheirLimitTest(parameterized.TestCase):
         [(s["current_loss_scale"], s["good_steps"]) for s in states],
         [(8.0, sys.maxsize - 1), (16.0, 0)])
 
+  def test_int64_counter_at_its_largest_value_still_grows(self):
+    # Only a restored or edited checkpoint holds such a count. good_steps + 1
+    # would wrap to the smallest int64 and the scale would never grow again.
+    states = _run(managers.DynamicLossScale(8, 5), [True, True],
+                  preset={"good_steps": sys.maxsize})
+    self.assertEqual(
+        [(s["current_loss_scale"], s["good_steps"]) for s in states],
+        [(16.0, 0), (16.0, 1)])
+
 
 class RefusedCountsTest(parameterized.TestCase):
 
