@@ -88,11 +88,11 @@ def locks_text(locks: Dict[str, float]) -> str:
   return f"""\
 ## The scale update's mutex
 
-The dynamic scale's update, run alone (one scalar flag, always finite, no
-growth due: the common step), with the state's mutex as the library builds
-it, the same transition without it, and the retired update that ran the
-whole state machine on every step, in interleaved rounds; microseconds above
-a Session run of a no-op:
+The dynamic scale's update, run alone (one scalar flag, always finite; a
+growth is due once in 2,000 steps), with the state's mutex as the library
+builds it, the same transition without it, and the retired update that ran
+the whole state machine on every step, in interleaved rounds; microseconds
+above a Session run of a no-op:
 
 {report.table(["update of contrib's dynamic scale", "µs per step"], rows)}
 """

@@ -7,14 +7,13 @@ manager into one PNG with three panels, one value per micro-step:
 2. float16 headroom in bits, `log2(65504 / (S * max|g|))`, from precision
    telemetry (`mp_optimizer.signals.precision()`): how far the largest
    scaled gradient was from float16's largest value. A skipped micro-step
-   has no finite headroom and leaves a gap;
+   has none (NaN) and leaves a gap;
 3. the training loss (mean of the last 40 micro-steps).
 
 The title is given by the caller (computed from the runs' numbers), and the
 results travel with the picture as PNG text metadata.
 """
 
-import math
 from typing import Dict
 
 import matplotlib
@@ -34,8 +33,8 @@ def plot_runs(histories: Dict[str, dict], labels: Dict[str, str], path: str,
 
   Args:
     histories: Manager name -> dict of per-micro-step lists `scale`,
-      `headroom_bits` and `loss`, and `skipped` (the skipped micro-steps,
-      counted from 1).
+      `headroom_bits` (NaN where skipped) and `loss`, and `skipped` (the
+      skipped micro-steps, counted from 1).
     labels: Manager name -> its legend label.
     path: Where to write the PNG.
     title: The figure's title.
@@ -52,9 +51,8 @@ def plot_runs(histories: Dict[str, dict], labels: Dict[str, str], path: str,
     scale_axes.plot(history["skipped"],
                     [history["scale"][s - 1] for s in history["skipped"]],
                     linestyle="none", marker="x", color=color, markersize=6)
-    headroom = [h if math.isfinite(h) else math.nan
-                for h in history["headroom_bits"]]
-    headroom_axes.plot(steps, headroom, color=color, linewidth=0.8,
+    headroom_axes.plot(steps, history["headroom_bits"], color=color,
+                       linewidth=0.8,
                        label=labels[name])
     loss_axes.plot(steps, demo_plot.smooth(history["loss"], 40),
                    color=color, linewidth=1.5, label=labels[name])

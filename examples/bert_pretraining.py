@@ -135,7 +135,8 @@ def train(name: str, args: argparse.Namespace) -> dict:
   The results hold the final loss (mean of the last `report_every`
   micro-steps), the skipped micro-steps and the final scale, and `history`:
   per micro-step, the loss, the scale after it and its float16 headroom
-  (precision telemetry), and the list of skipped micro-steps.
+  (precision telemetry; NaN on a skipped micro-step), and the list of
+  skipped micro-steps.
   """
   rng = np.random.RandomState(0)
   with tf.Graph().as_default():
@@ -171,7 +172,9 @@ def train(name: str, args: argparse.Namespace) -> dict:
         state = sess.run(after_step)  # What the micro-step just stored.
         history["loss"].append(float(value))
         history["scale"].append(float(state["scale"]))
-        history["headroom_bits"].append(float(state["headroom_bits"]))
+        headroom = float(state["headroom_bits"])  # NaN/-Inf when skipped.
+        history["headroom_bits"].append(
+            headroom if np.isfinite(headroom) else float("nan"))
         if state["reason"] in overflows:
           history["skipped"].append(micro_step)
         if micro_step % args.report_every == 0:
@@ -188,7 +191,10 @@ def train(name: str, args: argparse.Namespace) -> dict:
 
 
 def verdict(results: dict) -> tuple:
-  """(holds, sentence): amax within 1% of exponential's loss, 10x fewer skips."""
+  """(holds, line): amax within 1% of exponential's loss, 10x fewer skips.
+
+  The line starts with "As expected: " or "NOT as expected: ".
+  """
   ours, theirs = results["amax"], results["exponential"]
   close = abs(ours["loss"] - theirs["loss"]) <= 0.01 * theirs["loss"]
   fewer = theirs["skipped"] >= 10 * max(ours["skipped"], 1)
@@ -197,14 +203,13 @@ def verdict(results: dict) -> tuple:
       f"(exponential): {'within' if close else 'NOT within'} 1%; skipped "
       f"{ours['skipped']} vs {theirs['skipped']}: "
       f"{'at least' if fewer else 'NOT'} 10x fewer")
-  return close and fewer, sentence
+  holds = close and fewer
+  return holds, ("As expected: " if holds else "NOT as expected: ") + sentence
 
 
 def title(results: dict) -> str:
   """The picture's title: what was compared and the computed verdict."""
-  holds, sentence = verdict(results)
-  return (f"{LABELS['amax']} vs {LABELS['exponential']}\n"
-          + ("As expected: " if holds else "NOT as expected: ") + sentence)
+  return f"{LABELS['amax']} vs {LABELS['exponential']}\n{verdict(results)[1]}"
 
 
 def draw(results: dict, path: str, micro_steps: int) -> None:
@@ -217,8 +222,7 @@ def draw(results: dict, path: str, micro_steps: int) -> None:
                     "scale": result["scale"],
                     "skipped_marked": len(result["history"]["skipped"]),
                     "median_headroom_bits": float(np.nanmedian(
-                        [h if np.isfinite(h) else np.nan
-                         for h in result["history"]["headroom_bits"]]))}
+                        result["history"]["headroom_bits"]))}
              for name, result in results.items()}
   bert_plot.plot_runs({name: result["history"]
                        for name, result in results.items()}, LABELS, path,
@@ -250,8 +254,8 @@ def main():
     print(f"{name}: final loss {result['loss']:.4f}, skipped micro-steps "
           f"{result['skipped']}, final loss scale {result['scale']:g}")
   if args.manager == "compare":
-    holds, sentence = verdict(results)
-    print(("As expected: " if holds else "NOT as expected: ") + sentence)
+    holds, line = verdict(results)
+    print(line)
     if args.png:
       draw(results, args.png, args.micro_steps)
       print(f"Picture: {args.png}")

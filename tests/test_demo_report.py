@@ -131,5 +131,24 @@ class ReadmeBlockTest(parameterized.TestCase):
         "--logdir " + os.path.abspath("runs/digits")), command)
 
 
+class DemoPageTest(absltest.TestCase):
+  """docs/demo.md describes the model and the data the demo builds."""
+
+  def test_model_and_pixels_are_as_the_page_says(self):
+    import demo_model  # pylint: disable=import-outside-toplevel
+    import digits_demo  # pylint: disable=import-outside-toplevel
+    args = digits_demo.parse_args([])
+    text = " ".join((ROOT / "docs" / "demo.md").read_text(
+        encoding="utf-8").split())
+    words = {1: "one", 2: "two", 3: "three"}
+    self.assertIn(f"{words[args.depth]} hidden layers of {args.width} "
+                  f"leaky-ReLU units (slope {demo_model.LEAK:g} below 0)", text)
+    self.assertIn("pixels centred on the training set's mean", text)
+    x_train, x_test = digits_demo.load_data()[:2]
+    self.assertLess(abs(x_train.mean(axis=0)).max(), 1e-6)
+    self.assertTrue((x_train.std(axis=0) > 0).all())  # None blank throughout.
+    self.assertEqual(x_test.shape[1], x_train.shape[1])
+
+
 if __name__ == "__main__":
   absltest.main()
