@@ -38,6 +38,30 @@ class FiniteCheckTest(parameterized.TestCase):
         self.assertEqual(sess.run(a)[0] == 0.0, skipped)
 
 
+class CounterAtItsLimitTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("tf_wraps_and_never_grows", tf_mp.DynamicLossScale,
+       [(8.0, -2**63), (8.0, -2**63 + 1)]),
+      ("ours_grows", managers.DynamicLossScale, [(16.0, 0), (16.0, 1)]))
+  def test_good_steps_restored_at_int64_max(self, make, expected):
+    # Only a restored or edited checkpoint holds such a count.
+    with tf.Graph().as_default() as graph:
+      loss_scale = make(8, 5)
+      update = loss_scale.update([tf.constant([1.0])])[0]
+      scale = loss_scale()
+      good = [v for v in v1.global_variables() if "good_steps" in v.name][0]
+      with v1.Session(graph=graph) as sess:
+        sess.run(v1.global_variables_initializer())
+        good.load(2**63 - 1, sess)
+        states = []
+        for _ in expected:
+          sess.run(update)
+          states.append(tuple(float(x) if i == 0 else int(x)
+                              for i, x in enumerate(sess.run([scale, good]))))
+    self.assertEqual(states, expected)
+
+
 class SixteenBitVariablesTest(parameterized.TestCase):
 
   def test_tf_cannot_unscale_a_float16_gradient(self):
