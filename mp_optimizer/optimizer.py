@@ -185,8 +185,9 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
 
     One boolean covers every non-None gradient. The inner optimizer's apply
     (and its `global_step` increment) is gated by one Switch on it, after
-    any clipping and gradient accumulation; the manager's update runs after
-    that and is grouped into the returned op. Under `tf.distribute` this
+    any clipping and gradient accumulation; the manager's update runs beside
+    it, once the boolean and the step's read of the scale are done, and is
+    grouped into the returned op. Under `tf.distribute` this
     happens in cross-replica context and every replica gets the same verdict.
     The docs' "How a step works" gives the exact semantics.
 

@@ -9,8 +9,8 @@ checked = clip(grads) with a norm clip, else grads     # what the update uses
 finite  = all_finite_in_sync(checked)       # one verdict for every replica
 applied = gate(finite, use(checked), skipped_steps += 1)   # one Switch
           # (fed by SyncReplicasOptimizer: a skip also does global_step += 1)
-after applied: manager.update_loss_scale(finite)
-return tf.group(...)                        # also the only TRAIN_OP entry
+update  = manager.update_loss_scale(finite)  # beside the apply, after `scale`
+return tf.group(applied, update, ...)       # also the only TRAIN_OP entry
 
 use(grads):   apply(grads), or with gradient accumulation, add them to the
               window and apply(window mean) once the window is full
@@ -232,7 +232,9 @@ def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
     skipped = tf.constant(0, tf.int64)
   extra = ({"gradient_amax": amax.gradient_amax(g for g, _ in checked)}
            if parts.manager.needs_gradient_amax else {})
-  with tf.control_dependencies([applied, scale]):
+  # Beside the apply, not after it: nothing in the apply reads the scale, and
+  # the update's mutex then waits while the inner optimizer works.
+  with tf.control_dependencies([scale]):
     update = parts.manager.update_loss_scale(finite, **extra)
   signal_updates = skips.record(finite, skipped, scale, parts.skip_counter,
                                 lambda: read_loss_scale(parts.manager))

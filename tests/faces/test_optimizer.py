@@ -241,7 +241,7 @@ class DelegationTest(parameterized.TestCase):
       train_op = opt.minimize(models.dense_loss(models.poison_input()))
       self.assertEqual(v1.get_collection(v1.GraphKeys.TRAIN_OP), [train_op])
 
-  def test_scale_update_runs_after_the_apply(self):
+  def test_scale_update_runs_beside_the_apply_after_the_check(self):
     with tf.Graph().as_default():
       manager = MANAGERS["contrib"]()
       opt = mp_optimizer.LossScaleOptimizer(models.OPTIMIZERS["sgd"](), manager)
@@ -249,7 +249,7 @@ class DelegationTest(parameterized.TestCase):
       state_handles = {v.handle.name for v in manager.variables()}
       # Every write of the state: one per variable when the state machine
       # changes it, the increment of a step that only counts, each made
-      # holding the state's mutex (`MutexLock`), after the gated apply.
+      # holding the state's mutex (`MutexLock`).
       assigns = [op for op in train_op.graph.get_operations()
                  if op.type in ("AssignVariableOp", "AssignAddVariableOp")
                  and op.inputs[0].name in state_handles
@@ -263,10 +263,15 @@ class DelegationTest(parameterized.TestCase):
       applied = [op for op in train_op.control_inputs
                  if op.name.startswith("gate_done")]
       self.assertLen(applied, 1)
+      used_scale = v1.get_collection("mp_optimizer_loss_scale")
+      self.assertLen(used_scale, 1)
       for assign in assigns:
         ancestors = _ancestors(assign)
-        self.assertIn(applied[0], ancestors)
-        self.assertIn("MutexLock", {op.type for op in ancestors})
+        types = {op.type for op in ancestors}
+        self.assertIn("MutexLock", types)
+        self.assertIn("IsFinite", types)  # The step's finite check.
+        self.assertIn(used_scale[0].op, ancestors)  # The S the step used.
+        self.assertNotIn(applied[0], ancestors)  # Beside the apply.
 
   def test_eager_use_says_how_to_build_a_graph(self):
     opt = mp_optimizer.LossScaleOptimizer(models.OPTIMIZERS["sgd"](),
