@@ -43,66 +43,19 @@ after the train op's, as `LossScaleHook` does. In the train op's own run they
 may show the state before or after its step.
 """
 
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional
 
 import tensorflow as tf
 
-from mp_optimizer._internal import per_graph
 from mp_optimizer._step import skips
 from mp_optimizer._step import telemetry
 from mp_optimizer._step.skips import LOSS_SCALE
-from mp_optimizer._step.skips import OPTIMIZER_NAME
 from mp_optimizer._step.skips import SKIPPED_STEPS
 from mp_optimizer._step.skips import STEP_APPLIED
 
-OptimizerRef = Union[str, tf.compat.v1.train.Optimizer, None]
+OptimizerRef = skips.OptimizerRef
 # What `precision()["skip_reason"]` codes mean, by code.
 SKIP_REASONS = telemetry.REASONS
-
-
-def _graph_of(graph: Optional[tf.Graph], api: str) -> tf.Graph:
-  graph = graph or per_graph.require_graph(api)
-  if not graph.get_collection(OPTIMIZER_NAME):
-    raise ValueError(
-        "This graph has no loss-scaling train op yet: build the train op "
-        "with LossScaleOptimizer.apply_gradients (or minimize) in this graph "
-        "first.")
-  return graph
-
-
-def _newest(graph: tf.Graph, key: str) -> dict:
-  """{optimizer name: its newest entry in collection `key`}, in name order
-  of first appearance."""
-  newest = {}
-  for name, entry in zip(graph.get_collection(OPTIMIZER_NAME),
-                         graph.get_collection(key)):
-    newest.pop(name, None)
-    newest[name] = entry
-  return dict(sorted(newest.items(), key=lambda item: _order(graph)[item[0]]))
-
-
-def _order(graph: tf.Graph) -> dict:
-  order = {}
-  for name in graph.get_collection(OPTIMIZER_NAME):
-    order.setdefault(name, len(order))
-  return order
-
-
-def _name_of(optimizer: OptimizerRef, graph: tf.Graph) -> Optional[str]:
-  """The signals name `optimizer` reports under (None: all of them)."""
-  if optimizer is None:
-    return None
-  names = optimizer_names(graph)
-  if isinstance(optimizer, str):
-    name = optimizer
-  else:
-    counter = skips.counter_of(optimizer)
-    name = None if counter is None else counter.name_in(graph)
-  if name not in names:
-    raise ValueError(
-        f"`optimizer` must be one of the loss-scaling optimizers of this "
-        f"graph, or its name, one of {names}; got {optimizer!r}.")
-  return name
 
 
 def optimizer_names(graph: Optional[tf.Graph] = None) -> List[str]:
@@ -116,8 +69,8 @@ def optimizer_names(graph: Optional[tf.Graph] = None) -> List[str]:
     RuntimeError: Under eager execution, when no `graph` is given.
     ValueError: If no loss-scaling train op was built in the graph.
   """
-  graph = _graph_of(graph, "mp_optimizer.signals.optimizer_names")
-  return list(_order(graph))
+  graph = skips.published_graph(graph, "mp_optimizer.signals.optimizer_names")
+  return skips.published_names(graph)
 
 
 def step_applied(graph: Optional[tf.Graph] = None,
@@ -135,11 +88,11 @@ def step_applied(graph: Optional[tf.Graph] = None,
     ValueError: If no loss-scaling train op was built in it, or `optimizer`
       is not one of its optimizers.
   """
-  graph = _graph_of(graph, "mp_optimizer.step_applied")
-  name = _name_of(optimizer, graph)
+  graph = skips.published_graph(graph, "mp_optimizer.step_applied")
+  name = skips.name_of(optimizer, graph)
   if name is None:
     return graph.get_collection(STEP_APPLIED)[-1]
-  return _newest(graph, STEP_APPLIED)[name]
+  return skips.newest(graph, STEP_APPLIED)[name]
 
 
 def skipped_steps(graph: Optional[tf.Graph] = None,
@@ -156,9 +109,9 @@ def skipped_steps(graph: Optional[tf.Graph] = None,
     ValueError: If no loss-scaling train op was built in the graph, or
       `optimizer` is not one of its optimizers.
   """
-  graph = _graph_of(graph, "mp_optimizer.skipped_steps")
-  name = _name_of(optimizer, graph)
-  counts = _newest(graph, SKIPPED_STEPS)
+  graph = skips.published_graph(graph, "mp_optimizer.skipped_steps")
+  name = skips.name_of(optimizer, graph)
+  counts = skips.newest(graph, SKIPPED_STEPS)
   if name is not None:
     return counts[name]
   if len(counts) == 1:
@@ -181,11 +134,11 @@ def loss_scale(graph: Optional[tf.Graph] = None,
     ValueError: If no loss-scaling train op was built in the graph, or
       `optimizer` is not one of its optimizers.
   """
-  graph = _graph_of(graph, "mp_optimizer.signals.loss_scale")
-  name = _name_of(optimizer, graph)
+  graph = skips.published_graph(graph, "mp_optimizer.signals.loss_scale")
+  name = skips.name_of(optimizer, graph)
   if name is None:
     return graph.get_collection(LOSS_SCALE)[-1]
-  return _newest(graph, LOSS_SCALE)[name]
+  return skips.newest(graph, LOSS_SCALE)[name]
 
 
 def _records(graph: tf.Graph) -> dict:
@@ -226,8 +179,8 @@ def precision(graph: Optional[tf.Graph] = None,
     ValueError: If no loss-scaling train op was built in the graph, or none
       of the optimizer asked for is built with `precision_telemetry=True`.
   """
-  graph = _graph_of(graph, "mp_optimizer.signals.precision")
-  name = _name_of(optimizer, graph)
+  graph = skips.published_graph(graph, "mp_optimizer.signals.precision")
+  name = skips.name_of(optimizer, graph)
   records = _records(graph)
   if name is None and records:
     name = list(records)[-1]
@@ -271,7 +224,7 @@ def add_summaries(graph: Optional[tf.Graph] = None) -> tf.Tensor:
     RuntimeError: Under eager execution, when no `graph` is given.
     ValueError: If no loss-scaling train op was built in the graph.
   """
-  graph = _graph_of(graph, "mp_optimizer.add_summaries")
+  graph = skips.published_graph(graph, "mp_optimizer.add_summaries")
   names = optimizer_names(graph)
   summary = tf.compat.v1.summary.scalar
   records = _records(graph)

@@ -2,11 +2,12 @@
 
 `LossScaleOptimizer.apply_gradients` publishes, per train op, its verdict,
 its optimizer's skip count and the scale it used in graph collections,
-under the optimizer's name; `mp_optimizer.signals` reads them.
+under the optimizer's name; `mp_optimizer.signals` finds them with the
+lookups at the end of this module, which alone know the collections' layout.
 """
 
 import weakref
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional, Union
 
 import tensorflow as tf
 
@@ -19,6 +20,8 @@ LOSS_SCALE = "mp_optimizer_loss_scale"
 OPTIMIZER_NAME = "mp_optimizer_optimizer_name"
 
 _COUNTERS = weakref.WeakKeyDictionary()  # optimizer -> its SkipCounter
+# How readers name an optimizer: the optimizer, its name, or None (all).
+OptimizerRef = Union[str, tf.compat.v1.train.Optimizer, None]
 
 
 def counter_of(optimizer) -> Optional["SkipCounter"]:
@@ -153,3 +156,56 @@ def record(step_applied: tf.Tensor, skipped: tf.Tensor, scale: tf.Tensor,
     tf.compat.v1.add_to_collection(LOSS_SCALE, scale)
     tf.compat.v1.add_to_collection(OPTIMIZER_NAME, name)
   return updates
+
+
+def published_graph(graph: Optional[tf.Graph], api: str) -> tf.Graph:
+  """`graph` (default: the current graph) once a train op published in it.
+
+  Raises:
+    RuntimeError: Under eager execution, when no `graph` is given.
+    ValueError: If no loss-scaling train op was built in the graph.
+  """
+  graph = graph or per_graph.require_graph(api)
+  if not graph.get_collection(OPTIMIZER_NAME):
+    raise ValueError(
+        "This graph has no loss-scaling train op yet: build the train op "
+        "with LossScaleOptimizer.apply_gradients (or minimize) in this graph "
+        "first.")
+  return graph
+
+
+def published_names(graph: tf.Graph) -> List[str]:
+  """The optimizers' names, in the order they first published."""
+  return list(dict.fromkeys(graph.get_collection(OPTIMIZER_NAME)))
+
+
+def newest(graph: tf.Graph, key: str) -> Dict[str, object]:
+  """{optimizer name: its newest entry in collection `key`}, in the order
+  of `published_names`."""
+  found = {}
+  for name, entry in zip(graph.get_collection(OPTIMIZER_NAME),
+                         graph.get_collection(key)):
+    found[name] = entry
+  return {name: found[name] for name in published_names(graph)}
+
+
+def name_of(optimizer: OptimizerRef, graph: tf.Graph) -> Optional[str]:
+  """The name `optimizer` publishes under (None: all of them).
+
+  Raises:
+    ValueError: If `optimizer` is not one of the graph's loss-scaling
+      optimizers or their names.
+  """
+  if optimizer is None:
+    return None
+  names = published_names(graph)
+  if isinstance(optimizer, str):
+    name = optimizer
+  else:
+    counter = counter_of(optimizer)
+    name = None if counter is None else counter.name_in(graph)
+  if name not in names:
+    raise ValueError(
+        f"`optimizer` must be one of the loss-scaling optimizers of this "
+        f"graph, or its name, one of {names}; got {optimizer!r}.")
+  return name
