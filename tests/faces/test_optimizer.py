@@ -272,6 +272,17 @@ class DelegationTest(parameterized.TestCase):
         self.assertIn("IsFinite", types)  # The step's finite check.
         self.assertIn(used_scale[0].op, ancestors)  # The S the step used.
         self.assertNotIn(applied[0], ancestors)  # Beside the apply.
+      # Nothing behind the gate uses the scale variable, so no order between
+      # the apply and the update is needed.
+      gate_switch = [op for op in _ancestors(applied[0])
+                     if op.type == "Switch" and op.name == "gate"]
+      self.assertLen(gate_switch, 1)
+      scale_handle = manager.get_loss_scale().handle
+      users = [op for op in train_op.graph.get_operations()
+               if scale_handle in list(op.inputs)]
+      self.assertNotEmpty(users)
+      for user in users:
+        self.assertNotIn(gate_switch[0], _ancestors(user), user.name)
 
   def test_eager_use_says_how_to_build_a_graph(self):
     opt = mp_optimizer.LossScaleOptimizer(models.OPTIMIZERS["sgd"](),
