@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from mp_optimizer import managers
-from mp_optimizer._internal import mutex
+from mp_optimizer._internal import per_graph
 from mp_optimizer.managers import transition
 from benchmarks import timing
 from benchmarks import variants
@@ -136,7 +136,7 @@ def _contrib_update(locked: bool, whole_machine: bool = False):
     return [variables.scale.assign(new.scale, read_value=False),
             variables.good_steps.assign(new.good_steps, read_value=False),
             variables.bad_steps.assign(new.bad_steps, read_value=False)]
-  return mutex.Mutex("whole_machine_mutex", "").run(whole, after=[finite])
+  return per_graph.Mutex("whole_machine_mutex", "").run(whole, after=[finite])
 
 
 def locked_updates(seconds: float,

@@ -58,10 +58,9 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
   `hysteresis="contrib"`, the default); see `managers.transition` for the
   algorithm as pseudocode and the two other `hysteresis` modes.
 
-  Each step's update reads the state, decides and writes while holding a
-  mutex of the state (`mp_optimizer._internal.mutex`), so updates that run concurrently
-  (two train ops of one manager in one `sess.run`, several threads,
-  asynchronous workers) end exactly as if they had run one after the other.
+  Each update holds the state's mutex (`_internal.per_graph.Mutex`), so
+  concurrent updates (two train ops, threads, asynchronous workers) end as
+  if run one after the other.
 
   State: float32 `loss_scale`, int32 `good_steps`, int32 `bad_steps`: the
   names and dtypes contrib wrote to checkpoints. They are non-trainable
@@ -184,7 +183,7 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
   def variables(self) -> List[tf.Variable]:
     return list(self._state.existing().values())
 
-  def _adopt_state(self, variables) -> None:
+  def _adopt_state(self, variables: Dict[str, tf.Variable]) -> None:
     """Takes over existing state variables by name (see `managers.get`)."""
     self._state.adopt(variables)
 
@@ -215,10 +214,10 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
                                      state[face.good_steps_name],
                                      state.get(face.bad_steps_name))
 
-    def locked():
+    def locked() -> List[tf.Operation]:
       if self._fail_after is None:
-        return transition.write_next_state(self._policy, variables,
-                                           finite_grads)
+        return [transition.write_next_state(self._policy, variables,
+                                            finite_grads)]
       scale = variables.scale.read_value()  # The floor guard reads it.
       return [floor.guard(state[floor.STREAK], scale, finite_grads,
                           self._policy.min_scale, self._fail_after),
@@ -237,11 +236,8 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
             f"decr_ratio={policy.decr_ratio!r}{self._extras_repr()})")
 
   def _extras(self) -> Dict[str, Any]:
-    """The keyword-only settings that differ from the constructor's defaults.
-
-    The defaults are read from the signature of the class's own `__init__`,
-    so they are stated in one place.
-    """
+    """The keyword-only settings that differ from the defaults in the
+    signature of the class's own `__init__` (stated only there)."""
     given = {"min_loss_scale": self._policy.min_scale,
              "max_loss_scale": self._policy.max_scale,
              "hysteresis": self._policy.hysteresis,
@@ -251,5 +247,4 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
             if name in params and value != params[name].default}
 
   def _extras_repr(self) -> str:
-    return "".join(f", {name}={value!r}"
-                   for name, value in self._extras().items())
+    return "".join(f", {k}={v!r}" for k, v in self._extras().items())

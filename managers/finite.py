@@ -32,7 +32,7 @@ Sparse gradients (`tf.IndexedSlices`) are checked on `.values` only, never
 densified. `None` gradients are ignored.
 """
 
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import tensorflow as tf
 
@@ -141,7 +141,7 @@ def all_finite(grads: Iterable[Gradient]) -> tf.Tensor:
                              name="all_finite")
 
 
-def all_finite_in_sync(grads) -> tf.Tensor:
+def all_finite_in_sync(grads: Iterable[Any]) -> tf.Tensor:
   """Like `all_finite`, but one verdict shared by every replica.
 
   In cross-replica context under a `tf.distribute` strategy, `grads` hold

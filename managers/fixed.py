@@ -4,7 +4,7 @@ import weakref
 
 import tensorflow as tf
 
-from mp_optimizer._internal import per_graph
+from mp_optimizer._internal import tensors
 from mp_optimizer._internal import validation
 from mp_optimizer.managers import base
 
@@ -60,7 +60,7 @@ class FixedLossScaleManager(base.LossScaleManager):
     The same tensor every time, in the outermost graph, so it can be fetched
     after the graph is finalized (in a hook) and used inside control flow.
     """
-    graph = per_graph.require_graph("FixedLossScaleManager.get_loss_scale")
+    graph = tensors.require_graph("FixedLossScaleManager.get_loss_scale")
     found = self._constants.get(graph)
     if found is None:
       with tf.init_scope(), graph.name_scope(None):

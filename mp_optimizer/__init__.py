@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # What type checkers see; at run time `__getattr__` loads the
   from mp_optimizer import managers as managers
   from mp_optimizer import overflow as overflow
   from mp_optimizer import signals as signals
-  from mp_optimizer._step.records import allow_unscaled_gradients as allow_unscaled_gradients
+  from mp_optimizer._step.scaling import allow_unscaled_gradients as allow_unscaled_gradients
   from mp_optimizer.hooks import LossScaleHook as LossScaleHook
   from mp_optimizer.master_weights import float32_master_weights as float32_master_weights
   from mp_optimizer.master_weights import float32_variable_getter as float32_variable_getter
@@ -43,7 +43,7 @@ _EXPORTS = {
     "LossScaleOptimizer": "mp_optimizer.optimizer",
     "MixedPrecisionLossScaleOptimizer": "mp_optimizer.tf2",
     "add_summaries": "mp_optimizer.signals",
-    "allow_unscaled_gradients": "mp_optimizer._step.records",
+    "allow_unscaled_gradients": "mp_optimizer._step.scaling",
     "disable_mixed_precision_graph_rewrite": "mp_optimizer.tf2",
     "enable_mixed_precision_graph_rewrite": "mp_optimizer.tf2",
     "float32_master_weights": "mp_optimizer.master_weights",

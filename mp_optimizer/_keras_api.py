@@ -13,7 +13,6 @@ from typing import Any, Callable, Iterable, List, Union
 import tensorflow as tf
 
 from mp_optimizer import managers
-from mp_optimizer._internal import per_graph
 from mp_optimizer._internal import tensors
 from mp_optimizer._step import scaling
 from mp_optimizer._step.scaling import read_loss_scale
@@ -77,7 +76,7 @@ class KerasStyleNames:
       TypeError: If `loss` (or what the callable returns, when it is called)
         is not a floating-point tensor.
     """
-    per_graph.require_graph("LossScaleOptimizer.get_scaled_loss")
+    tensors.require_graph("LossScaleOptimizer.get_scaled_loss")
     if callable(loss):
       return lambda: self.get_scaled_loss(loss())
     loss = scaling.check_loss(loss)
@@ -92,7 +91,7 @@ class KerasStyleNames:
     Raises:
       RuntimeError: Under eager execution.
     """
-    per_graph.require_graph("LossScaleOptimizer.get_unscaled_gradients")
+    tensors.require_graph("LossScaleOptimizer.get_unscaled_gradients")
     return scaling.unscale(list(grads), read_loss_scale(self.loss_scale_manager),
                            stack=self.loss_scale_manager.skips_nonfinite_steps)
 
@@ -102,5 +101,5 @@ class KerasStyleNames:
     Raises:
       RuntimeError: Under eager execution.
     """
-    per_graph.require_graph("LossScaleOptimizer.check_finite")
+    tensors.require_graph("LossScaleOptimizer.check_finite")
     return managers.all_finite(grads)

@@ -7,20 +7,16 @@ import tensorflow as tf
 from mp_optimizer import _arguments
 from mp_optimizer import _keras_api
 from mp_optimizer import managers
-from mp_optimizer._internal import per_graph
 from mp_optimizer._internal import tensors
 from mp_optimizer._internal import tracking
 from mp_optimizer._internal import validation
 from mp_optimizer._step import accumulation
-from mp_optimizer._step import ancestry
-from mp_optimizer._step import records
 from mp_optimizer._step import checks
 from mp_optimizer._step import clipping
 from mp_optimizer._step import report
 from mp_optimizer._step import scaling
 from mp_optimizer._step import skips
 from mp_optimizer._step import step
-from mp_optimizer._step.scaling import read_loss_scale
 
 Optimizer = tf.compat.v1.train.Optimizer
 GradsAndVars = List[Tuple[tensors.Gradient, tf.Variable]]
@@ -30,18 +26,14 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
   """Wraps an optimizer so float16 gradients neither underflow nor corrupt it.
 
   `compute_gradients` multiplies the loss by the manager's scale S and returns
-  gradients already multiplied back by 1/S, so anything between it and
-  `apply_gradients` (clipping, summaries) sees true gradients.
-  `apply_gradients` checks all gradients at once: a step with any NaN/Inf
-  gradient is skipped entirely (no variable, slot or `global_step` moves) and
-  the manager learns of it. This is `tf.contrib.mixed_precision`'s design,
-  with its bugs fixed: `None` gradients are allowed, sparse gradients stay
-  sparse, the base `Optimizer.__init__` is called (so slots and `variables()`
-  work), and managers built outside the graph work.
+  gradients multiplied back by 1/S, so anything before `apply_gradients`
+  sees true gradients. A step with any NaN/Inf gradient is skipped entirely
+  (no variable, slot or `global_step` moves) and the manager learns of it. This is `tf.contrib.mixed_precision`'s design
+  without its bugs (docs: Migrating from contrib).
 
-  Always take gradients from this optimizer's `compute_gradients` (or
-  `get_unscaled_gradients`), never from `tf.gradients` of the unscaled loss:
-  those were never scaled, and underflow remains.
+  Take gradients from this optimizer's `compute_gradients` (or
+  `get_unscaled_gradients`): `apply_gradients` refuses gradients of a loss
+  that never saw S, for which underflow remains.
 
   Example:
 
@@ -56,33 +48,24 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
     opt: The `tf.compat.v1.train.Optimizer` that computes and applies updates.
     loss_scale_manager: A `managers.LossScaleManager`.
     clipnorm: Keyword-only: clip each unscaled gradient to this L2 norm.
-    clipvalue: Keyword-only: clip each unscaled gradient entry to
-      [-clipvalue, clipvalue].
+    clipvalue: Keyword-only: clip each unscaled entry to +-clipvalue.
     global_clipnorm: Keyword-only: clip all unscaled gradients to this joint
-      L2 norm. At most one of the three clip options may be set. Clipping
-      happens in `apply_gradients`, on what the update will use; a norm clip
-      comes before the finite check, which then checks the clipped update
-      (docs: Clipping and accumulation).
+      L2 norm. At most one clip option may be set; clipping happens in
+      `apply_gradients`, on what the update will use (docs: Clipping and
+      accumulation, as for the next option).
     gradient_accumulation_steps: Keyword-only None or an int >= 2: apply the
-      mean of that many finite micro-steps once (docs:
-      Clipping and accumulation).
-    overflow_report: Keyword-only True, False or an
-      `mp_optimizer.overflow.OverflowReport`: on a skipped step, print which
-      variables' gradients held NaN/Inf.
-    precision_telemetry: Keyword-only bool: also measure every step's float16
-      headroom, share of gradient entries zero in float16 per variable
-      group, unscaled global gradient norm and skip reason (docs: Precision
-      telemetry; read with `mp_optimizer.signals.precision()`,
-      `add_summaries()` and `LossScaleHook`).
+      mean of that many finite micro-steps once.
+    overflow_report: Keyword-only bool or `mp_optimizer.overflow.OverflowReport`:
+      on a skipped step, print which variables' gradients held NaN/Inf.
+    precision_telemetry: Keyword-only bool: also measure each step's float16
+      headroom, share of entries zero in float16 per variable group, global
+      gradient norm and skip reason (docs: Precision telemetry).
 
   Raises:
-    TypeError: If `opt` or `loss_scale_manager` is missing or has the wrong
-      type (a TypeError that is also a ValueError, which TF raised), an
-      option is not a number, `overflow_report` is not a bool or an
-      `OverflowReport`, or `precision_telemetry` is not a bool. The message names the fix: swapped arguments, a class
-      instead of an instance, a string or number (that is
-      `MixedPrecisionLossScaleOptimizer`'s), an object with a manager's
-      methods that is not a `managers.LossScaleManager`.
+    TypeError: If `opt` or `loss_scale_manager` is missing or of the wrong
+      type (also a ValueError, which TF raised; the message names the fix:
+      swapped arguments, a class, a string or number, a look-alike manager),
+      or an option has the wrong type.
     ValueError: If `opt` is already a `LossScaleOptimizer` or TF's
       `MixedPrecisionLossScaleOptimizer`, or is a `SyncReplicasOptimizer`
       (wrap the other way round), or an option is out of range.
@@ -103,26 +86,26 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
     _arguments.check_optimizer(type(self).__name__, opt, loss_scale_manager)
     _arguments.check_manager(type(self).__name__, loss_scale_manager)
     clip = clipping.make_clip(clipnorm, clipvalue, global_clipnorm)
-    steps = accumulation.check_steps(gradient_accumulation_steps)
-    report_settings = report.check_option(overflow_report)
-    telemetry = validation.check_bool("precision_telemetry",
-                                      precision_telemetry)
-    self._options = {"clipnorm": clipnorm, "clipvalue": clipvalue,
-                     "global_clipnorm": global_clipnorm,
-                     "gradient_accumulation_steps": steps,
-                     "overflow_report": report_settings,
-                     "precision_telemetry": telemetry}
+    self._options = options = {
+        "clipnorm": clipnorm, "clipvalue": clipvalue,
+        "global_clipnorm": global_clipnorm,
+        "gradient_accumulation_steps": accumulation.check_steps(
+            gradient_accumulation_steps),
+        "overflow_report": report.check_option(overflow_report),
+        "precision_telemetry": validation.check_bool(
+            "precision_telemetry", precision_telemetry)}
     super().__init__(use_locking=False, name=opt.get_name())
     self._opt = opt
     self._manager = loss_scale_manager
     # TF's built-in uses these two names; its object checkpoints restore here.
     tracking.track(self, opt, "base_optimizer")
     tracking.track(self, loss_scale_manager, "loss_scale")
+    steps = options["gradient_accumulation_steps"]
     self._accumulator = (None if steps is None else
                          accumulation.GradientAccumulator(self, steps))
     self._parts = step.Parts(opt, loss_scale_manager, skips.SkipCounter(self),
-                             clip, self._accumulator, report_settings,
-                             telemetry)
+                             clip, self._accumulator, options["overflow_report"],
+                             options["precision_telemetry"])
 
   @property
   def inner_optimizer(self) -> Optimizer:
@@ -135,11 +118,8 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
     return self._manager
 
   def get_loss_scale(self) -> Union[tf.Tensor, tf.Variable]:
-    """Returns the manager's current loss scale (see `get_loss_scale` there).
-
-    For a dynamic manager this is its float32 scale variable, as contrib
-    returned; a fixed one returns one float32 constant per graph.
-    """
+    """Returns the manager's current loss scale: a dynamic manager's float32
+    variable (as contrib), a fixed one's float32 constant (one per graph)."""
     return self._manager.get_loss_scale()
 
   def compute_gradients(self,
@@ -151,26 +131,24 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
                         grad_loss: Optional[tf.Tensor] = None) -> GradsAndVars:
     """Returns unscaled `(gradient, variable)` pairs of `loss`.
 
-    Takes the arguments of `tf.compat.v1.train.Optimizer.compute_gradients`.
-    The loss (a tensor, or a callable returning one) is multiplied by S in its
-    own dtype; the gradients are multiplied by 1/S in float32 before they are
-    returned. `None` gradients stay `None`; `tf.IndexedSlices` stay sparse.
+    Takes `tf.compat.v1.train.Optimizer.compute_gradients`'s arguments. The
+    loss (or a callable returning it) is multiplied by S in its own dtype,
+    the gradients by 1/S in float32. `None` stays `None`; `tf.IndexedSlices`
+    stay sparse.
 
     Raises:
       RuntimeError: Under eager execution.
       TypeError: If the loss is not floating point.
     """
-    per_graph.require_graph("LossScaleOptimizer.compute_gradients")
+    tensors.require_graph("LossScaleOptimizer.compute_gradients")
     if callable(loss):
       loss = loss()
     loss = scaling.check_loss(loss)
-    loss_scale = read_loss_scale(self._manager)  # One S, both ways.
+    loss_scale = scaling.read_loss_scale(self._manager)  # One S, both ways.
     scaled_loss = scaling.scale_loss(loss, loss_scale)
-    checks.warn_if_bfloat16_only(scaled_loss)
+    scaling.warn_if_bfloat16_only(scaled_loss)
     grads_and_vars = self._opt.compute_gradients(
-        scaled_loss,
-        var_list=var_list,
-        gate_gradients=gate_gradients,
+        scaled_loss, var_list=var_list, gate_gradients=gate_gradients,
         aggregation_method=aggregation_method,
         colocate_gradients_with_ops=colocate_gradients_with_ops,
         grad_loss=grad_loss)
@@ -183,13 +161,11 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
                       name: Optional[str] = None) -> tf.Operation:
     """Applies unscaled gradients if all are finite; updates the scale.
 
-    One boolean covers every non-None gradient. The inner optimizer's apply
-    (and its `global_step` increment) is gated by one Switch on it, after
-    any clipping and gradient accumulation; the manager's update runs beside
-    it, once the boolean and the step's read of the scale are done, and is
-    grouped into the returned op. Under `tf.distribute` this
-    happens in cross-replica context and every replica gets the same verdict.
-    The docs' "How a step works" gives the exact semantics.
+    One boolean covers every non-None gradient; one Switch on it gates the
+    inner apply (and its `global_step` increment), after any clipping and
+    accumulation; the manager's update runs beside it, once the boolean and
+    the step's read of S are done. Under `tf.distribute` every replica gets
+    the same verdict. The docs' "How a step works" gives the exact semantics.
 
     Args:
       grads_and_vars: `(gradient, variable)` pairs from `compute_gradients`.
@@ -203,31 +179,27 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
       RuntimeError: Under eager execution, or in cross-replica context.
       TypeError: If `grads_and_vars` does not hold (gradient, variable) pairs.
       ValueError: If `grads_and_vars` is empty or all its gradients are None,
-        or it holds gradients of the scaled loss that were never unscaled, or
-        gradients of a loss that was never scaled (outside
-        `mp_optimizer.allow_unscaled_gradients()`),
-        or if the inner apply made a variable initialized from the gated
-        update.
+        or holds gradients that never saw S or kept it (see
+        `mp_optimizer.allow_unscaled_gradients()`), or if the inner apply made
+        a variable initialized from the gated update.
     """
-    per_graph.require_graph("LossScaleOptimizer.apply_gradients")
-    grads_and_vars = checks.check_grads_and_vars(grads_and_vars)
-    records.record_scale_source(self._manager.get_loss_scale())
-    ancestry.check_unscaled(grads_and_vars)
+    tensors.require_graph("LossScaleOptimizer.apply_gradients")
+    grads_and_vars = step.check_grads_and_vars(grads_and_vars)
+    scaling.record_scale_source(self._manager.get_loss_scale())
+    checks.check_unscaled(grads_and_vars)
     checks.warn_if_16bit_variables(self._opt, grads_and_vars)
     if tensors.in_cross_replica_context():
       raise RuntimeError(
           "LossScaleOptimizer.apply_gradients must be called in replica "
           "context: call it inside `strategy.run` (or a model_fn), not "
           "directly under `strategy.scope()`.")
+    # Not `args=(self._parts, ...)`: each replica of an Estimator builds its
+    # own optimizer, so only objects equal on every replica may be args.
+    parts, name = self._parts, name or self.get_name()
     return tf.distribute.get_replica_context().merge_call(
-        self._apply_cross_replica, args=(grads_and_vars, global_step, name))
+        lambda strategy, *args: step.gated_step(strategy, parts, *args, name),
+        args=(grads_and_vars, global_step))
 
-  def _apply_cross_replica(self, strategy: tf.distribute.Strategy,
-                           grads_and_vars: GradsAndVars,
-                           global_step: Optional[tf.Variable],
-                           name: Optional[str]) -> tf.Operation:
-    return step.gated_step(strategy, self._parts, grads_and_vars, global_step,
-                           name or self.get_name())
 
   def get_slot(self, var: tf.Variable, name: str) -> Optional[tf.Variable]:
     """Returns the inner optimizer's slot `name` for `var`."""
@@ -247,8 +219,7 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
     return _arguments.optimizer_repr(self, self._options)
 
   def __str__(self) -> str:
-    # What Keras 3's `model.compile` prints when it refuses this optimizer
-    # ("Could not interpret optimizer identifier: <str>").
+    # Keras 3's `model.compile` prints this when it refuses the optimizer.
     return repr(self) + _arguments.KERAS_HINT
 
   def minimize(self, loss: Union[tf.Tensor, Callable[[], tf.Tensor]],
@@ -262,24 +233,21 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
     """`compute_gradients`, then `apply_gradients`, as TF's `minimize`.
 
     Raises:
-      ValueError: TF's own message when no variable gets a gradient,
-        followed by what to check.
+      ValueError: TF's message when no variable gets a gradient, and a hint.
     """
     try:
       return super().minimize(
           loss, global_step=global_step, var_list=var_list,
-          gate_gradients=gate_gradients,
-          aggregation_method=aggregation_method,
+          gate_gradients=gate_gradients, aggregation_method=aggregation_method,
           colocate_gradients_with_ops=colocate_gradients_with_ops,
           name=name, grad_loss=grad_loss)
     except ValueError as error:
-      if not str(error).startswith("No gradients provided for any variable"):
-        raise
-      raise ValueError(f"{error} {_arguments.NO_GRADIENTS_HINT}") from None
+      if str(error).startswith("No gradients provided for any variable"):
+        raise ValueError(f"{error} {_arguments.NO_GRADIENTS_HINT}") from None
+      raise
 
   def variables(self) -> List[tf.Variable]:
-    """Returns the inner optimizer's variables, the scale state and any
-    gradient accumulators."""
+    """The inner optimizer's variables, scale state and any accumulators."""
     accumulators = ([] if self._accumulator is None else
                     self._accumulator.variables())
     return self._opt.variables() + self._manager.variables() + accumulators

@@ -2,5 +2,5 @@
 
 The bottom layer: every other part of the library may import these modules,
 and they import nothing of the library (see the layering rule in
-`docs/design.md`).
+`docs/architecture.md`).
 """

@@ -1,4 +1,4 @@
-"""Graph-mode guard and per-graph variable storage for loss-scale state.
+"""Per-graph variable storage for state, and the state's mutex.
 
 A manager built while a graph is the default makes its state right there,
 under the current name scope, as contrib and TF did, so a program that runs
@@ -7,44 +7,37 @@ initialized. A manager built with no graph (eagerly, before the graph exists,
 outside an Estimator `model_fn`) makes its state the first time a graph asks
 for it, at that graph's root name scope. Either way there is one set of
 variables per graph, and two graphs never share a variable.
+
+Two train ops of one manager in one `sess.run` (a GAN's D and G), two
+threads, or asynchronous workers sharing a parameter server update one
+state concurrently; each update reads, decides and writes, so two could
+read the same state and one be lost. `Mutex.run` makes one update atomic:
+
+```
+lock    = MutexLock(mutex)      # after `after` (the step's finite flag) is done
+ops     = build()               # every op built here waits for `lock`
+release = ConsumeMutexLock(lock) after ops
+```
+
+`tf.CriticalSection` does the same, but it stores Python objects in graph
+collections that `Saver` cannot serialize (a warning on every save), so the
+public `tf.raw_ops` are used directly. The mutex lives on the device of the
+state it guards, shared by name, so workers that place the state on one
+parameter server share one mutex there. If a step fails while it holds the
+lock (a `check_numerics` inside `build`), the lock is released with the step.
 """
 
 import contextlib
 import contextvars
 import dataclasses
 import weakref
-from typing import Dict, Iterator, Sequence
+from typing import Callable, Dict, Iterator, Sequence, Union
 
 import tensorflow as tf
 
-from mp_optimizer._internal.mutex import Mutex
+from mp_optimizer._internal import tensors
 from mp_optimizer._internal import tracking
-
-_EAGER_MESSAGE = (
-    "{api} builds TF1-style graph ops and cannot run eagerly. Call "
-    "`tf.compat.v1.disable_eager_execution()` at the start of the program, or "
-    "build the model inside `with tf.Graph().as_default():` and run it with "
-    "`tf.compat.v1.Session`. Inside `tf.function` use TF2's "
-    "`tf.keras.mixed_precision.LossScaleOptimizer` instead.")
-
-
-def require_graph(api: str) -> tf.Graph:
-  """Returns the graph that owns variables made now, or raises if eager.
-
-  Args:
-    api: The public name of the caller, quoted in the error.
-
-  Returns:
-    The outermost graph (what `tf.init_scope` lifts variable creation into).
-
-  Raises:
-    RuntimeError: If that context is eager (TF2's default, or `tf.function`).
-  """
-  with tf.init_scope():
-    if tf.executing_eagerly():
-      raise RuntimeError(_EAGER_MESSAGE.format(api=api))
-    return tf.compat.v1.get_default_graph()
-
+from mp_optimizer._internal.tensors import Built
 
 _DEFERRED = contextvars.ContextVar("mp_optimizer_state_deferred",
                                    default=False)
@@ -98,6 +91,45 @@ class VariableSpec:
   dtype: tf.DType
   initial_value: float
   checkpointed: bool = True
+
+
+class Mutex:
+  """One mutex resource in one graph, created where its state lives."""
+
+  def __init__(self, name: str, device: str):
+    """Creates the mutex in the outermost graph, on `device`.
+
+    Args:
+      name: Full op name (made unique in the graph if taken); also the
+        shared name, so every graph that builds the same program on a shared
+        device (a parameter server) uses one mutex.
+      device: The device of the state the mutex guards.
+    """
+    with tf.init_scope(), tf.device(device):
+      graph = tf.compat.v1.get_default_graph()
+      with graph.name_scope(None):
+        unique = graph.unique_name(name, mark_as_used=False)
+        self._handle = tf.raw_ops.MutexV2(shared_name=unique, name=unique)
+
+  def run(self, build: Callable[[], Built],
+          after: Sequence[Union[tf.Tensor, tf.Operation]] = ()) -> tf.Operation:
+    """Builds `build()` to run with the mutex held; returns the release op.
+
+    Args:
+      build: Builds the state's reads and writes; returns what must finish
+        before the mutex is released. What it reads from outside must be in
+        `after` or be a variable handle, so the lock is held only while the
+        state's own ops run.
+      after: Tensors or ops from outside that `build` uses: they run before
+        the mutex is taken.
+    """
+    with tf.control_dependencies(list(after)):
+      lock = tf.raw_ops.MutexLock(mutex=self._handle)
+    with tf.control_dependencies([lock]):
+      built = build()
+    with tf.control_dependencies(tf.nest.flatten(built)), \
+        tf.device(self._handle.device):
+      return tf.raw_ops.ConsumeMutexLock(mutex_lock=lock)
 
 
 class PerGraphVariables:
@@ -156,7 +188,7 @@ class PerGraphVariables:
     cross-replica context with `merge_call`, so each variable is one mirrored
     variable that every replica shares.
     """
-    graph = require_graph(api)
+    graph = tensors.require_graph(api)
     found = self._by_graph.get(graph)
     if found is not None:
       return found

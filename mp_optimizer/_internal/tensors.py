@@ -1,4 +1,5 @@
-"""Type aliases and the small tensor idioms every layer uses, defined once."""
+"""Type aliases, the graph-mode guard and the small tensor idioms every layer
+uses, defined once."""
 
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
@@ -10,6 +11,32 @@ GradsAndVars = Sequence[Tuple[Gradient, tf.Variable]]
 GradientList = List[Gradient]
 # What a graph-building callable returns: ops or tensors to wait for.
 Built = Union[tf.Operation, tf.Tensor, Sequence[Union[tf.Operation, tf.Tensor]]]
+
+
+_EAGER_MESSAGE = (
+    "{api} builds TF1-style graph ops and cannot run eagerly. Call "
+    "`tf.compat.v1.disable_eager_execution()` at the start of the program, or "
+    "build the model inside `with tf.Graph().as_default():` and run it with "
+    "`tf.compat.v1.Session`. Inside `tf.function` use TF2's "
+    "`tf.keras.mixed_precision.LossScaleOptimizer` instead.")
+
+
+def require_graph(api: str) -> tf.Graph:
+  """Returns the graph that owns variables made now, or raises if eager.
+
+  Args:
+    api: The public name of the caller, quoted in the error.
+
+  Returns:
+    The outermost graph (what `tf.init_scope` lifts variable creation into).
+
+  Raises:
+    RuntimeError: If that context is eager (TF2's default, or `tf.function`).
+  """
+  with tf.init_scope():
+    if tf.executing_eagerly():
+      raise RuntimeError(_EAGER_MESSAGE.format(api=api))
+    return tf.compat.v1.get_default_graph()
 
 
 def values(grad: Union[tf.Tensor, tf.IndexedSlices]) -> tf.Tensor:

@@ -1,82 +1,225 @@
-"""Checks of what `apply_gradients` is given, made while the graph is built.
+"""Checks of the gradients `apply_gradients` is given, made as the graph is built.
 
-* Malformed `grads_and_vars`, with TensorFlow's own messages (and exception
-  class) for an empty list and all-None gradients; gradients converted as
-  TF's `apply_gradients` converts them.
-* Trainable 16-bit variables updated without float32 master weights (a
-  warning that points at `float32_master_weights`).
-* A bfloat16-only model: bfloat16 has float32's exponent range, so its
-  gradients do not underflow and loss scaling only costs time (a warning).
+Gradients that do not match the loss scale are refused. One walk goes back
+from the gradients over data edges and stops at what `scaling` recorded
+(scaled losses and their multiplier S, unscaled gradients, the optimizer's
+scale) and at the seed every `tf.gradients` call starts from (`grad_ys_N`).
+A gradient is refused when
+- it reaches a scaled loss (or S) without passing an unscaled gradient or a
+  division by S: it would be applied S times too large;
+- it reaches a seed but neither a scaled loss nor an unscaled gradient: it
+  was taken of a loss never multiplied by S (`tf.gradients(loss, ...)`, the
+  inner optimizer's `compute_gradients`), so loss scaling does nothing for
+  it (`allow_unscaled_gradients()` lets deliberate cases through); or
+- it was divided by S but its loss was never multiplied by it: it would be
+  applied S times too small.
+The optimizer's scale counts wherever it is read, so `loss *
+opt.get_loss_scale()` and a division by `opt.get_loss_scale()` (or a
+multiply by its reciprocal) are scaling by hand, correctly. Anything else
+passes: a gradient read from a variable (a hand-written accumulator) reaches
+no seed, and nothing proves it unscaled. The walk follows v1 control flow
+(loops included) but not into v2 branch functions: there a captured
+gradient is a leaf, so an `apply_gradients` inside a `tf.cond` v2 branch
+checks only what was computed inside it.
 
-Gradients that do not match the loss scale are `ancestry`'s. Nothing here
-adds an op to a step.
+Trainable 16-bit variables updated without float32 master weights get a
+warning that points at `float32_master_weights`. All of it runs once, while
+the graph is built; nothing is added to a step.
 """
 
-import numbers
 import os
+import re
 import sys
 import warnings
 import weakref
+from typing import Dict, Iterable, Optional, Set, Tuple
 
-import numpy as np
 import tensorflow as tf
 
+from mp_optimizer._internal import tensors
+from mp_optimizer._step import scaling
 
-_16BIT_FLOATS = (tf.float16, tf.bfloat16)
-_NAMES_SHOWN = 5
-# Inner optimizers already warned about (one warning per optimizer).
-_warned = weakref.WeakSet()
+_SEED = re.compile(r"(^|/)grad_ys_\d+$")  # tf.gradients' initial gradient.
+# What a tensor's ancestry reaches (bits): S not divided out yet; the scale
+# (a scaled loss or an unscaled gradient); a gradient computation's seed; a
+# division by S of something never multiplied by it.
+_SCALED, _SAW_SCALE, _SEEDED, _DIVIDED = 1, 2, 4, 8
+_MAX_PASSES = 64
+_PASS_THROUGH = frozenset(("Identity", "Cast", "Snapshot"))
+_DIVISIONS = frozenset(("RealDiv", "Div", "DivNoNan"))
+_RECIPROCALS = frozenset(("Reciprocal", "Inv"))
+
+
+class _Leaves:
+  """Says where the walk stops; the records as object ids, one set per graph.
+
+  Graph tensors live as long as their graph, so their ids are stable during
+  the walk, and comparing ids avoids hashing `tensor.ref()` per edge.
+  """
+
+  def __init__(self):
+    self._by_graph = {}
+
+  def _records(self, graph: tf.Graph) -> Tuple[Set[int], Set[int], Set[int]]:
+    if graph not in self._by_graph:
+      made = scaling.RECORDS.get(graph, {"scaled": (), "unscaled": ()})
+      self._by_graph[graph] = tuple(
+          {id(ref.deref()) for ref in made[kind]}
+          for kind in ("unscaled", "scaled")) + (
+              scaling.SOURCES.get(graph, set()),)
+    return self._by_graph[graph]
+
+  def is_scale(self, tensor: tf.Tensor) -> bool:
+    """True for the optimizer's scale S, read, cast or passed through."""
+    while tensor.op.type in _PASS_THROUGH and tensor.op.inputs:
+      tensor = tensor.op.inputs[0]
+    _, scaled, sources = self._records(tensor.graph)
+    if id(tensor) in sources or id(tensor) in scaled:
+      return True
+    return (tensor.op.type == "ReadVariableOp" and
+            id(tensor.op.inputs[0]) in sources)
+
+  def _is_inverse(self, tensor: tf.Tensor) -> bool:
+    """True for 1/S: `Reciprocal(S)` or `c / S` with a constant c."""
+    op = tensor.op
+    if op.type in _RECIPROCALS:
+      return self.is_scale(op.inputs[0])
+    return (op.type in _DIVISIONS and op.inputs[0].op.type == "Const" and
+            self.is_scale(op.inputs[1]))
+
+  def numerator(self, tensor: tf.Tensor) -> Optional[tf.Tensor]:
+    """If `tensor` is `x / S` or `x * (1/S)`, returns x; else None."""
+    op = tensor.op
+    if op.type in _DIVISIONS and self.is_scale(op.inputs[1]):
+      return op.inputs[0]
+    if op.type == "Mul":
+      for x, y in (op.inputs, reversed(list(op.inputs))):
+        if self._is_inverse(y):
+          return x
+    return None
+
+  def bits(self, tensor: tf.Tensor) -> Optional[int]:
+    """Returns the bits a tensor contributes if the walk stops at it, else None."""
+    unscaled, _, _ = self._records(tensor.graph)
+    if id(tensor) in unscaled:
+      return _SAW_SCALE
+    if self.is_scale(tensor):
+      return _SCALED | _SAW_SCALE
+    if _SEED.search(tensor.op.name):
+      return _SEEDED
+    return None
+
+
+def _divided(bits: int) -> int:
+  """The bits of `x / S` from those of x."""
+  if bits & _SCALED:  # Multiplied by S, then divided: unscaled.
+    return (bits & ~_SCALED) | _SAW_SCALE
+  return bits | _DIVIDED if bits & _SEEDED else bits
+
+
+def _walk(starts: Iterable[tf.Tensor]) -> Dict[int, int]:
+  """Returns id(tensor) -> the bits its ancestry reaches, for the walk's tensors.
+
+  Ancestors are collected in post-order (inputs before the tensors that use
+  them), stopping at leaves; a division by S leads to its numerator only.
+  Each pass then recomputes every tensor from its inputs: an OR of their
+  bits, or `_divided` of a numerator's. On a graph without cycles one pass
+  is exact; a v1 while loop (a cycle through NextIteration) takes a few
+  passes until nothing changes.
+  """
+  leaves = _Leaves()
+  order, inputs, seen = [], {}, set()
+  stack = [(tensor, False) for tensor in starts]
+  while stack:
+    tensor, expanded = stack.pop()
+    key = id(tensor)
+    if expanded:
+      order.append(tensor)
+      continue
+    if key in seen:
+      continue
+    seen.add(key)
+    leaf = leaves.bits(tensor)
+    if leaf is not None:
+      inputs[key] = leaf
+      continue
+    numerator = leaves.numerator(tensor)
+    inputs[key] = ([numerator], True) if numerator is not None else (
+        list(tensor.op.inputs), False)
+    stack.append((tensor, True))
+    stack.extend((source, False) for source in inputs[key][0])
+  bits = {key: value for key, value in inputs.items() if isinstance(value, int)}
+  for _ in range(_MAX_PASSES):
+    changed = False
+    for tensor in order:
+      sources, divided = inputs[id(tensor)]
+      value = 0
+      for source in sources:
+        value |= bits.get(id(source), 0)
+      if divided:
+        value = _divided(value)
+      if bits.get(id(tensor)) != value:
+        bits[id(tensor)] = value
+        changed = True
+    if not changed:
+      break
+  return bits
+
+
+def check_unscaled(grads_and_vars: tensors.GradsAndVars) -> None:
+  """Raises if a gradient is still scaled, or never saw the loss scale.
+
+  See the module docstring for the rules; `grads_and_vars` must have passed
+  `step.check_grads_and_vars`.
+
+  Raises:
+    ValueError: Naming the variable whose gradient is wrong and the fix.
+  """
+  pairs = [(tensors.values(g), v) for g, v in grads_and_vars if g is not None]
+  bits = _walk(g for g, _ in pairs)
+  allowed = scaling.ALLOWED.get(tensors.require_graph(
+      "LossScaleOptimizer.apply_gradients"), 0) > 0
+  for grad, var in pairs:
+    reached = bits.get(id(grad), 0)
+    if reached & _SCALED:
+      raise ValueError(
+          f"The gradient for {var.name} was computed from a scaled loss but "
+          "never divided by the loss scale, so it would be applied S times "
+          "too large. Take gradients with `opt.compute_gradients(loss)`, or "
+          "pass them through `opt.get_unscaled_gradients(grads)` (or divide "
+          "them by `opt.get_loss_scale()`) before `apply_gradients`.")
+    if reached & _DIVIDED and not reached & _SAW_SCALE and not allowed:
+      raise ValueError(
+          f"The gradient for {var.name} ({grad.name}) was divided by the loss "
+          "scale, but the loss it was computed from was never multiplied by "
+          "it, so it would be applied S times too small. Multiply the loss "
+          "first: `tf.gradients(opt.get_scaled_loss(loss), ...)` (or `loss * "
+          "opt.get_loss_scale()`), or take gradients with "
+          "`opt.compute_gradients(loss)`.")
+    if reached == _SEEDED and not allowed:
+      raise ValueError(
+          f"The gradient for {var.name} ({grad.name}) was computed from a "
+          "loss that was never multiplied by the loss scale (plain "
+          "`tf.gradients(loss, ...)` or the inner optimizer's "
+          "`compute_gradients`), so loss scaling does nothing for it and "
+          "float16 gradients can still underflow. Take gradients with "
+          "`opt.compute_gradients(loss)`, or with "
+          "`tf.gradients(opt.get_scaled_loss(loss), ...)` followed by "
+          "`opt.get_unscaled_gradients(grads)`. If unscaled gradients are "
+          "intended, build this `apply_gradients` inside "
+          "`with mp_optimizer.allow_unscaled_gradients():`.")
+
+
+_16BIT_FLOATS, _NAMES_SHOWN = (tf.float16, tf.bfloat16), 5
+_warned = weakref.WeakSet()  # Inner optimizers warned about, once each.
 # Frames in these folders are not the user's code a warning points at.
 _LIBRARY_DIRS = (
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
     os.path.dirname(os.path.abspath(tf.__file__)) + os.sep)
 
-_GRADIENT_TYPES = (tf.Tensor, tf.IndexedSlices, tf.Variable, np.ndarray,
-                   np.number)
 
-def check_grads_and_vars(grads_and_vars) -> tuple:
-  """Returns `grads_and_vars` as a tuple of pairs, gradients as tensors.
-
-  Accepts what TF's `apply_gradients` accepts: a gradient may be a tensor
-  (a ref tensor too), an `IndexedSlices`, a variable (such as what
-  `accumulator.assign_add(g)` returns), a NumPy array or number (converted
-  with `tf.convert_to_tensor`, as TF does), or None. Nothing is built unless
-  every pair passes.
-
-  Raises:
-    TypeError: If an entry is not a (gradient, variable) pair, or a gradient
-      is none of the above.
-    ValueError: If there are no pairs, or every gradient is None (with
-      TensorFlow's messages for both).
-  """
-  pairs = tuple(grads_and_vars)
-  if not pairs:
-    raise ValueError("No variables provided. (`grads_and_vars` is empty: "
-                     "pass the pairs `compute_gradients` returned.)")
-  for pair in pairs:  # Check everything before building anything.
-    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-      raise TypeError("`grads_and_vars` must hold (gradient, variable) pairs, "
-                      f"got the entry {pair!r}.")
-    grad, var = pair
-    if not (grad is None or isinstance(grad, _GRADIENT_TYPES) or
-            isinstance(grad, numbers.Number) and not isinstance(grad, bool)):
-      raise TypeError(
-          "Gradient must be convertible to a Tensor or IndexedSlices, or "
-          f"None: the gradient for {getattr(var, 'name', var)} is {grad!r} "
-          f"(type {type(grad).__name__}); expected a tf.Tensor, "
-          "tf.IndexedSlices, tf.Variable, NumPy array or None.")
-  converted = [(g if g is None or isinstance(g, (tf.Tensor, tf.IndexedSlices))
-                else tf.convert_to_tensor(g), v) for g, v in pairs]
-  if all(grad is None for grad, _ in converted):
-    raise ValueError(
-        "No gradients provided for any variable: "
-        f"{[str(var) for _, var in converted]}. (Every gradient in "
-        "`grads_and_vars` is None: the loss does not depend on these "
-        "variables, or an op between them has no gradient.)")
-  return tuple(converted)
-
-
-def warn_if_16bit_variables(optimizer, grads_and_vars) -> None:
+def warn_if_16bit_variables(optimizer: tf.compat.v1.train.Optimizer,
+                            grads_and_vars: tensors.GradsAndVars) -> None:
   """Warns once per `optimizer` about trainable 16-bit variables being updated.
 
   Such a variable has no float32 master copy: its updates are rounded to its
@@ -105,21 +248,3 @@ def warn_if_16bit_variables(optimizer, grads_and_vars) -> None:
       "` (or `variable_scope(..., custom_getter=mp_optimizer."
       "float32_variable_getter)`) to store them in float32.",
       UserWarning, stacklevel=level)
-
-
-def warn_if_bfloat16_only(loss: tf.Tensor) -> None:
-  """Warns when the ops behind `loss` use bfloat16 and never float16."""
-  seen, stack, dtypes = set(), [loss.op], set()
-  while stack:
-    op = stack.pop()
-    if op in seen:
-      continue
-    seen.add(op)
-    dtypes.update(t.dtype.base_dtype for t in op.outputs)
-    stack.extend(t.op for t in op.inputs)
-  if tf.bfloat16 in dtypes and tf.float16 not in dtypes:
-    warnings.warn(
-        f"The loss {loss.name} is computed in bfloat16 without any float16 "
-        "op. bfloat16 has float32's exponent range, so its gradients do not "
-        "underflow and loss scaling only adds work: use the inner optimizer "
-        "directly.", UserWarning, stacklevel=3)

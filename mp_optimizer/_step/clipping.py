@@ -30,7 +30,7 @@ would differ from that of the gradient they add up to.
 """
 
 import dataclasses
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import tensorflow as tf
 
@@ -138,3 +138,36 @@ def make_clip(clipnorm: Optional[float] = None,
   (name, limit), = given.items()
   return Clip(name, limit)
 
+
+def _first_replica_only(grad: tensors.Gradient) -> tensors.Gradient:
+  """Keeps `grad` on replica 0 and zeroes it elsewhere (grads are finite)."""
+  replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+  keep = tf.cast(tf.equal(replica, 0), grad.dtype)
+  return tensors.with_values(grad, tensors.values(grad) * keep)
+
+
+def reduce_and_clip(strategy: tf.distribute.Strategy, clip: Clip,
+                    pairs: tensors.GradsAndVars) -> Tuple:
+  """The gradients the update will use: clipped, and summed over replicas.
+
+  With one replica, each gradient clipped. With several, the v1 inner
+  optimizer sums the replicas' gradients itself, so the sum is reduced here,
+  clipped identically on every replica, and kept on the first replica only
+  (zeros elsewhere): the inner optimizer's own sum then reproduces the
+  clipped sum exactly. That costs a second all-reduce per step, only when
+  clipping across replicas; a sum that overflowed is not finite, and the
+  finite check then skips the step like any overflow.
+  """
+  grads = tuple(g for g, _ in pairs)
+  several = strategy.num_replicas_in_sync > 1
+  if several:
+    grads = tuple(strategy.extended.batch_reduce_to(
+        tf.distribute.ReduceOp.SUM, pairs))
+
+  def clip_local(*local):
+    local = clip(list(local))
+    return tuple(_first_replica_only(g) for g in local) if several else tuple(
+        local)
+
+  return tuple(strategy.extended.call_for_each_replica(clip_local,
+                                                       args=grads))

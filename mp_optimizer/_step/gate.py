@@ -58,7 +58,7 @@ def on_each_replica(strategy: tf.distribute.Strategy, pivot: tf.Tensor,
   gate's pivot is entered again inside each replica; a `merge_call` from
   there carries it back into cross-replica context.
   """
-  def gated(*local):
+  def gated(*local: Any) -> Any:
     with tf.control_dependencies([pivot]):
       return fn(*local)
 
@@ -97,7 +97,7 @@ def gate(pred: tf.Tensor, when_true: Callable[[tf.Tensor], tf.Operation],
   """
   on, off = tensors.pivots(pred, "gate")
 
-  def build_taken():
+  def build_taken() -> tf.Operation:
     with tf.control_dependencies([on]):
       return when_true(on)
 
@@ -125,7 +125,7 @@ _FRAME_BOUNDARY_TYPES = frozenset(("Enter", "RefEnter", "Exit", "RefExit"))
 class _MadeVariable:
   """A variable made while the side was built, and the new ops it needs."""
 
-  def __init__(self, variable, begin: int, end: int):
+  def __init__(self, variable: tf.Variable, begin: int, end: int):
     self.variable = variable
     self.span = (begin, end)  # Its constructor's ops in get_operations().
     self.ops = set()
@@ -151,7 +151,8 @@ def build_behind(on: tf.Tensor, off: tf.Tensor,
   start = graph.version  # Op ids count from 1 in creation order.
   made = []
 
-  def creator(next_creator, **kwargs):
+  def creator(next_creator: Callable[..., tf.Variable],
+              **kwargs: Any) -> tf.Variable:
     begin = graph.version
     variable = next_creator(**kwargs)
     made.append(_MadeVariable(variable, begin, graph.version))
@@ -195,7 +196,8 @@ def _dead_with(op: tf.Operation, dead: Set[tf.Operation]) -> bool:
           any(source in dead for source in op.control_inputs))
 
 
-def _pin(new_ops, pivot: tf.Operation, owned) -> Set[tf.Operation]:
+def _pin(new_ops: Sequence[tf.Operation], pivot: tf.Operation,
+         owned: Set[tf.Operation]) -> Set[tf.Operation]:
   """Adds a control input on `pivot` to each new op that escapes it."""
   dead = {pivot}
   for op in new_ops:  # Creation order: inputs first, loop back edges aside.
@@ -207,7 +209,8 @@ def _pin(new_ops, pivot: tf.Operation, owned) -> Set[tf.Operation]:
   return dead
 
 
-def _check_initializer(found: _MadeVariable, dead) -> None:
+def _check_initializer(found: _MadeVariable,
+                       dead: Set[tf.Operation]) -> None:
   gated = sorted(op.name for op in found.ops if op in dead)
   if gated:
     raise ValueError(

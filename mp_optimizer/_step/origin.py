@@ -30,7 +30,7 @@ from typing import List
 import tensorflow as tf
 
 from mp_optimizer._internal import tensors
-from mp_optimizer._step import records
+from mp_optimizer._step import scaling
 
 _FLOATS = frozenset((tf.float16, tf.bfloat16, tf.float32, tf.float64))
 _KINDS = ("finite", "NaN", "Inf", "NaN+Inf")
@@ -58,7 +58,7 @@ def candidates(grads) -> List[tf.Tensor]:
     return []
   graph = starts[0].graph
   # The losses too: forward ops that only feed the loss's value.
-  starts += [t for t in records.scaled_losses(graph) if t.graph is graph]
+  starts += [t for t in scaling.scaled_losses(graph) if t.graph is graph]
   seen, stack = set(), [t.op for t in starts]
   while stack:
     op = stack.pop()

@@ -1,8 +1,13 @@
-"""Scaling a loss up and gradients back down, without densifying anything.
+"""Scaling a loss up and gradients back down, and the record of what saw S.
 
-Both record what they made with `records`, so `apply_gradients` can tell
-gradients that went through here from ones that did not. `read_loss_scale`
-reads the scale once, for a step that must use one S for both.
+`read_loss_scale` reads the scale once, for a step that must use one S for
+both directions. Both directions record, per graph, what they made (the
+scaled loss and its multiplier S, the unscaled gradients); `apply_gradients`
+records the optimizer's scale (its variable's handles, or a fixed scale's
+constant), so hand-written scaling with `opt.get_loss_scale()` is
+recognised. `_step.checks` walks back from the gradients to those records;
+`allow_unscaled_gradients()` opens a block in which gradients that never
+saw S are let through.
 
 Small gradients of one shape, dtype and device are unscaled together: they
 are stacked, the stack is multiplied by 1/S once, and each variable gets its
@@ -18,7 +23,11 @@ entries, or of unknown shape (most sparse gradients), are multiplied one by
 one: stacking them would cost a copy and save no kernel worth it.
 """
 
-from typing import Dict, List, Optional, Sequence, Tuple
+import contextlib
+import warnings
+import weakref
+from typing import (Any, Dict, Iterable, Iterator, List, Optional, Sequence,
+                    Tuple, Union)
 
 import tensorflow as tf
 
@@ -26,12 +35,77 @@ from mp_optimizer import managers
 from mp_optimizer._internal import tensors
 from mp_optimizer.managers import finite
 from mp_optimizer._internal.tensors import Gradient
-from mp_optimizer._step import records
 
 # float32's smallest normal number, 2**-126. A scale above 2**126 has a
 # subnormal reciprocal, which TensorFlow flushes to zero on CPU: every unscaled
 # gradient would be exactly 0 and the step would pass as finite.
 SMALLEST_NORMAL_RECIPROCAL = 2.0**-126
+
+RECORDS = weakref.WeakKeyDictionary()  # graph -> {"scaled": set, "unscaled": set}
+# graph -> ids of the optimizers' scale tensors and scale variables' handles.
+SOURCES = weakref.WeakKeyDictionary()
+ALLOWED = weakref.WeakKeyDictionary()  # graph -> open allow_unscaled_gradients
+
+
+def _record(kind: str, made: Iterable) -> None:
+  for tensor in made:
+    if tensor is not None:
+      tensor = tensors.values(tensor)
+      RECORDS.setdefault(tensor.graph, {"scaled": set(), "unscaled": set()})[
+          kind].add(tensor.ref())
+
+
+def scaled_losses(graph: tf.Graph) -> List[tf.Tensor]:
+  """The scaled losses (and their multipliers) recorded in `graph`."""
+  return [ref.deref() for ref in RECORDS.get(graph, {}).get("scaled", ())]
+
+
+def record_scale_source(loss_scale: Union[tf.Tensor, tf.Variable]) -> None:
+  """Remembers the optimizer's scale (a variable or a tensor) in its graph.
+
+  A gradient whose ancestry reads it was scaled by hand
+  (`tf.gradients(loss * opt.get_loss_scale(), ...)`), and a division by it
+  unscales by hand (see `_step.checks`).
+  """
+  if isinstance(loss_scale, tf.Tensor):
+    SOURCES.setdefault(loss_scale.graph, set()).add(id(loss_scale))
+    return
+  strategy = tf.distribute.get_strategy()
+  for component in strategy.experimental_local_results(loss_scale):
+    handle = component.handle  # Lives (and keeps its id) with its graph.
+    SOURCES.setdefault(handle.graph, set()).add(id(handle))
+
+
+@contextlib.contextmanager
+def allow_unscaled_gradients() -> Iterator[None]:
+  """Lets `apply_gradients` built inside it take gradients that never saw S.
+
+  `apply_gradients` refuses gradients computed from a loss that was not
+  multiplied by the loss scale. Where that is deliberate (a float32 loss
+  term whose gradients cannot underflow, a reference run), build the apply
+  inside this block. It covers every `apply_gradients` built in the current
+  graph while it is open, replica functions of a `tf.distribute` strategy
+  included. Gradients of a scaled loss that were never unscaled are refused
+  even here: they would be applied S times too large.
+
+  Example:
+
+  ```python
+  with mp_optimizer.allow_unscaled_gradients():
+    train_op = opt.apply_gradients(zip(tf.gradients(loss, variables),
+                                       variables))
+  ```
+
+  Raises:
+    RuntimeError: Under eager execution.
+  """
+  graph = tensors.require_graph("mp_optimizer.allow_unscaled_gradients")
+  ALLOWED[graph] = ALLOWED.get(graph, 0) + 1
+  try:
+    yield
+  finally:
+    ALLOWED[graph] -= 1
+
 
 
 def read_loss_scale(manager: managers.LossScaleManager) -> tf.Tensor:
@@ -44,7 +118,7 @@ def read_loss_scale(manager: managers.LossScaleManager) -> tf.Tensor:
   return tf.convert_to_tensor(manager.get_loss_scale(), name="loss_scale_read")
 
 
-def check_loss(loss) -> tf.Tensor:
+def check_loss(loss: Any) -> tf.Tensor:
   """Returns `loss` if it is a floating-point tensor; adds nothing to a graph.
 
   Raises:
@@ -61,7 +135,10 @@ def check_loss(loss) -> tf.Tensor:
 def scale_loss(loss: tf.Tensor, loss_scale: tf.Tensor) -> tf.Tensor:
   """Returns `loss * S`, with S cast to the loss's dtype.
 
-  The result is one `Mul` op whose second input is that multiplier.
+  The result is one `Mul` op whose second input is that multiplier. Both
+  are recorded: for a loss of static shape `tf.gradients` builds its seed
+  from a constant shape and never reads the product, but the gradient of
+  `loss * S` always reads S.
 
   Args:
     loss: A floating-point tensor (float16 losses stay float16), as accepted
@@ -70,8 +147,26 @@ def scale_loss(loss: tf.Tensor, loss_scale: tf.Tensor) -> tf.Tensor:
   """
   scaled = tf.multiply(loss, tf.cast(loss_scale, loss.dtype),
                        name="scaled_loss")
-  records.record_scaled_loss(scaled)
+  _record("scaled", [scaled, scaled.op.inputs[1]])
   return scaled
+
+
+def warn_if_bfloat16_only(loss: tf.Tensor) -> None:
+  """Warns when the ops behind `loss` use bfloat16 and never float16."""
+  seen, stack, dtypes = set(), [loss.op], set()
+  while stack:
+    op = stack.pop()
+    if op in seen:
+      continue
+    seen.add(op)
+    dtypes.update(t.dtype.base_dtype for t in op.outputs)
+    stack.extend(t.op for t in op.inputs)
+  if tf.bfloat16 in dtypes and tf.float16 not in dtypes:
+    warnings.warn(
+        f"The loss {loss.name} is computed in bfloat16 without any float16 "
+        "op. bfloat16 has float32's exponent range, so its gradients do not "
+        "underflow and loss scaling only adds work: use the inner optimizer "
+        "directly.", UserWarning, stacklevel=3)
 
 
 def _unscale_dense(grad: tf.Tensor, inverse: tf.Tensor) -> tf.Tensor:
@@ -130,5 +225,5 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor,
       unscaled[index] = _unscale_dense(value, inverse)
   result = [None if grad is None else tensors.with_values(grad, new)
             for grad, new in zip(grads, unscaled)]
-  records.record_unscaled(result)
+  _record("unscaled", result)
   return result

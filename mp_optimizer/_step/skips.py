@@ -12,6 +12,7 @@ from typing import Callable, Dict, List, Optional, Union
 import tensorflow as tf
 
 from mp_optimizer._internal import per_graph
+from mp_optimizer._internal import tensors
 
 STEP_APPLIED = "mp_optimizer_step_applied"
 SKIPPED_STEPS = "mp_optimizer_skipped_steps"
@@ -24,7 +25,8 @@ _COUNTERS = weakref.WeakKeyDictionary()  # optimizer -> its SkipCounter
 OptimizerRef = Union[str, tf.compat.v1.train.Optimizer, None]
 
 
-def counter_of(optimizer) -> Optional["SkipCounter"]:
+def counter_of(optimizer: tf.compat.v1.train.Optimizer
+               ) -> Optional["SkipCounter"]:
   """The `SkipCounter` of a loss-scaling optimizer, else None."""
   return _COUNTERS.get(optimizer)
 
@@ -38,7 +40,7 @@ class SkipCounter:
   threads) are all counted, also before anything initialized the counter.
   """
 
-  def __init__(self, owner):
+  def __init__(self, owner: tf.compat.v1.train.Optimizer):
     self._owner = owner
     _COUNTERS[owner] = self
     self._state = per_graph.PerGraphVariables(owner, [per_graph.VariableSpec(
@@ -57,7 +59,7 @@ class SkipCounter:
     The inner optimizer's name (`opt.get_name()`), with `_1`, `_2`, ...
     appended when another optimizer in the graph already reports under it.
     """
-    graph = per_graph.require_graph(self._API)
+    graph = tensors.require_graph(self._API)
     if graph not in self._names:
       taken = set(graph.get_collection(OPTIMIZER_NAME))
       base, suffix = self._owner.get_name(), 0
@@ -165,7 +167,7 @@ def published_graph(graph: Optional[tf.Graph], api: str) -> tf.Graph:
     RuntimeError: Under eager execution, when no `graph` is given.
     ValueError: If no loss-scaling train op was built in the graph.
   """
-  graph = graph or per_graph.require_graph(api)
+  graph = graph or tensors.require_graph(api)
   if not graph.get_collection(OPTIMIZER_NAME):
     raise ValueError(
         "This graph has no loss-scaling train op yet: build the train op "

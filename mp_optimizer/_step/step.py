@@ -24,24 +24,19 @@ is switched. A full accumulation window is detected by a second such gate.
 A manager that applies every step (`skips_nonfinite_steps` False) gets no
 finite check and no gate.
 
-Clipping sees the gradient the update will use. With one replica that is the
-replica's gradient. With several, the v1 inner optimizer sums the replicas'
-gradients itself, so the sum is reduced here first, clipped identically on
-every replica, and handed to the inner optimizer on the first replica only
-(zeros elsewhere): its own sum then reproduces the clipped sum exactly. This
-costs a second all-reduce per step, only when clipping across replicas. A
-norm clip happens before the finite check, which then sees exactly what the
-update will use (`mp_optimizer._step.clipping`): a clipped gradient that is not
-finite (a replica sum that overflowed) skips the step like any overflow.
-`clipvalue` maps Inf to its limit, so it clips after the check, as does a
-manager that never skips; with gradient accumulation the window mean is
-clipped when it is applied (it is finite by construction, see
-`mp_optimizer._step.accumulation`).
+A norm clip happens before the finite check, which then sees exactly what
+the update will use (across replicas: their sum, see
+`clipping.reduce_and_clip`); `clipvalue` maps Inf to its limit, so it clips
+after the check, as does a manager that never skips; with gradient
+accumulation the window mean is clipped when it is applied.
+`check_grads_and_vars` checks the pairs first, before anything is built.
 """
 
 import dataclasses
-from typing import Callable, Optional, Sequence, Tuple
+import numbers
+from typing import Callable, Iterable, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from mp_optimizer import managers
@@ -55,6 +50,52 @@ from mp_optimizer._step import report
 from mp_optimizer._step import skips
 from mp_optimizer._step import telemetry
 from mp_optimizer._step.scaling import read_loss_scale
+
+
+_GRADIENT_TYPES = (tf.Tensor, tf.IndexedSlices, tf.Variable, np.ndarray,
+                   np.number)
+
+
+def check_grads_and_vars(grads_and_vars: Iterable) -> GradsAndVars:
+  """Returns `grads_and_vars` as a tuple of pairs, gradients as tensors.
+
+  Accepts what TF's `apply_gradients` accepts: a gradient may be a tensor
+  (a ref tensor too), an `IndexedSlices`, a variable (such as what
+  `accumulator.assign_add(g)` returns), a NumPy array or number (converted
+  with `tf.convert_to_tensor`, as TF does), or None. Nothing is built unless
+  every pair passes.
+
+  Raises:
+    TypeError: If an entry is not a (gradient, variable) pair, or a gradient
+      is none of the above.
+    ValueError: If there are no pairs, or every gradient is None (with
+      TensorFlow's messages for both).
+  """
+  pairs = tuple(grads_and_vars)
+  if not pairs:
+    raise ValueError("No variables provided. (`grads_and_vars` is empty: "
+                     "pass the pairs `compute_gradients` returned.)")
+  for pair in pairs:  # Check everything before building anything.
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+      raise TypeError("`grads_and_vars` must hold (gradient, variable) pairs, "
+                      f"got the entry {pair!r}.")
+    grad, var = pair
+    if not (grad is None or isinstance(grad, _GRADIENT_TYPES) or
+            isinstance(grad, numbers.Number) and not isinstance(grad, bool)):
+      raise TypeError(
+          "Gradient must be convertible to a Tensor or IndexedSlices, or "
+          f"None: the gradient for {getattr(var, 'name', var)} is {grad!r} "
+          f"(type {type(grad).__name__}); expected a tf.Tensor, "
+          "tf.IndexedSlices, tf.Variable, NumPy array or None.")
+  converted = [(g if g is None or isinstance(g, (tf.Tensor, tf.IndexedSlices))
+                else tf.convert_to_tensor(g), v) for g, v in pairs]
+  if all(grad is None for grad, _ in converted):
+    raise ValueError(
+        "No gradients provided for any variable: "
+        f"{[str(var) for _, var in converted]}. (Every gradient in "
+        "`grads_and_vars` is None: the loss does not depend on these "
+        "variables, or an op between them has no gradient.)")
+  return tuple(converted)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,45 +121,13 @@ class Parts:
   precision_telemetry: bool = False
 
 
-def _first_replica_only(grad: tensors.Gradient) -> tensors.Gradient:
-  """Keeps `grad` on replica 0 and zeroes it elsewhere (grads are finite)."""
-  replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-  keep = tf.cast(tf.equal(replica, 0), grad.dtype)
-  return tensors.with_values(grad, tensors.values(grad) * keep)
-
-
-def _reduce_and_clip(strategy: tf.distribute.Strategy, clip: clipping.Clip,
-                     pairs: GradsAndVars) -> Tuple:
-  """The gradients the update will use: clipped, and summed over replicas.
-
-  With one replica, each gradient clipped. With several, the v1 inner
-  optimizer sums the replicas' gradients itself, so the sum is reduced here,
-  clipped identically on every replica, and kept on the first replica only
-  (zeros elsewhere): the inner optimizer's own sum then reproduces the
-  clipped sum exactly.
-  """
-  grads = tuple(g for g, _ in pairs)
-  several = strategy.num_replicas_in_sync > 1
-  if several:
-    grads = tuple(strategy.extended.batch_reduce_to(
-        tf.distribute.ReduceOp.SUM, pairs))
-
-  def clip_local(*local):
-    local = clip(list(local))
-    return tuple(_first_replica_only(g) for g in local) if several else tuple(
-        local)
-
-  return tuple(strategy.extended.call_for_each_replica(clip_local,
-                                                       args=grads))
-
-
 def _apply(strategy: tf.distribute.Strategy, parts: Parts,
            grads_and_vars: GradsAndVars, global_step: Optional[tf.Variable],
            name: str, pivot: tf.Tensor, clip: bool = True) -> tf.Operation:
   """Applies (per-replica) pairs through the inner optimizer.
 
   With `clip` (and a clip option set), the gradients are clipped first (see
-  `_reduce_and_clip`); without, they already are.
+  `clipping.reduce_and_clip`); without, they already are.
   """
   pairs = [(g, v) for g, v in grads_and_vars if g is not None]
   variables = [v for _, v in pairs]
@@ -127,20 +136,20 @@ def _apply(strategy: tf.distribute.Strategy, parts: Parts,
   # regroups arguments by identity, and equal copies would become PerReplica.
   inner_name = name + "-wrapped"
 
-  def apply_local(*local):
+  def apply_local(*local: tensors.Gradient) -> tf.Operation:
     return parts.inner.apply_gradients(list(zip(local, variables)),
                                        global_step, inner_name)
 
   if clip and parts.clip is not None:
-    grads = _reduce_and_clip(strategy, parts.clip, pairs)
+    grads = clipping.reduce_and_clip(strategy, parts.clip, pairs)
   return strategy.group(gate.on_each_replica(strategy, pivot, apply_local,
                                              grads))
 
 
 # Ops that hand out SyncReplicasOptimizer's aggregated gradients.
 _SYNC_REPLICAS_TAKES = ("AccumulatorTakeGradient",
-                        "ResourceAccumulatorTakeGradient",
-                        "SparseAccumulatorTakeGradient")
+                        "SparseAccumulatorTakeGradient",
+                        "ResourceAccumulatorTakeGradient")
 
 
 def _skip(count: Callable[[], tf.Operation], grads_and_vars: GradsAndVars,
@@ -162,13 +171,10 @@ def _skip(count: Callable[[], tf.Operation], grads_and_vars: GradsAndVars,
 def _use(strategy: tf.distribute.Strategy, parts: Parts,
          grads_and_vars: GradsAndVars, global_step: Optional[tf.Variable],
          name: str) -> Tuple[GradsAndVars, Callable[[tf.Tensor], tf.Operation]]:
-  """What the finite check sees, and the builder of the applied side.
-
-  A norm clip happens before the check, so the check sees exactly what the
-  update will use; with accumulation the micro-step's gradients are checked
-  and the window's mean is clipped when it is applied.
-  """
-  def apply(pairs, pivot, clip=True):
+  """What the finite check sees (see the module docstring), and the builder
+  of the applied side."""
+  def apply(pairs: GradsAndVars, pivot: tf.Tensor,
+            clip: bool = True) -> tf.Operation:
     return _apply(strategy, parts, pairs, global_step, name, pivot, clip)
 
   if parts.accumulator is not None:
@@ -177,7 +183,7 @@ def _use(strategy: tf.distribute.Strategy, parts: Parts,
   if (parts.clip is not None and parts.clip.check_clipped and
       parts.manager.skips_nonfinite_steps):
     pairs = [(g, v) for g, v in grads_and_vars if g is not None]
-    checked = tuple(zip(_reduce_and_clip(strategy, parts.clip, pairs),
+    checked = tuple(zip(clipping.reduce_and_clip(strategy, parts.clip, pairs),
                         [v for _, v in pairs]))
     return checked, lambda pivot: apply(checked, pivot, clip=False)
   return grads_and_vars, lambda pivot: apply(grads_and_vars, pivot)

@@ -1,4 +1,5 @@
-"""The import rule of docs/architecture.md: imports only run downward.
+"""The layers of docs/architecture.md: imports only run downward, the diagram
+lists every module in its layer, and one default step's walk stays short.
 
 Every module of the library is read as source where Python finds the
 package (the source tree, or an installed copy), each
@@ -12,6 +13,9 @@ import ast
 import importlib.util
 import pathlib
 import re
+import sys
+
+import numpy as np
 
 from absl.testing import parameterized
 
@@ -78,6 +82,65 @@ def imports_of(module: str):
   return found - {module}
 
 
+def diagram_modules():
+  """{dotted module: layer} as the diagram of docs/architecture.md draws it.
+
+  A header line (`layer N ...` or `apart ...`) opens a layer and names its
+  folder; each `name.py` below it is a module of that folder, or of the
+  package itself (`errors.py`, drawn beside the internals).
+  """
+  text = (ROOT / "docs" / "architecture.md").read_text()
+  block = text.split("```", 2)[1]
+  drawn, level, folder = {}, None, None
+  for line in block.splitlines():
+    header = re.match(r"\s*(?:layer (\d)|apart)\s", line)
+    if header:
+      level = int(header.group(1)) if header.group(1) else "codemod"
+      folder = re.search(r"(mp_optimizer/\S*|managers/)", line).group(1)
+      if folder.endswith("migrate/"):
+        drawn["mp_optimizer.migrate"] = level
+      continue
+    for name in re.findall(r"\b(\w+)\.py\b", line):
+      package = ("mp_optimizer.managers" if folder == "managers/" else
+                 folder.rstrip("/").replace("/", "."))
+      module = package if name == "__init__" else f"{package}.{name}"
+      if module not in MODULES and f"mp_optimizer.{name}" in MODULES:
+        module = f"mp_optimizer.{name}"
+      drawn[module] = level
+  return drawn
+
+
+def modules_of_one_default_step():
+  """The library modules whose functions run while `minimize` builds one
+  default dynamic step (contrib's manager, Adam), in a fresh graph."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import mp_optimizer  # pylint: disable=g-import-not-at-top
+  from mp_optimizer import managers  # pylint: disable=g-import-not-at-top
+  files = {str(path): module for module, path in MODULES.items()}
+  ran = set()
+
+  def profile(frame, event, _):
+    if event == "call" and frame.f_code.co_filename in files:
+      ran.add(files[frame.f_code.co_filename])
+
+  v1 = tf.compat.v1
+  with tf.Graph().as_default():
+    weights = v1.get_variable("w", initializer=np.ones([4, 2], np.float32))
+    loss = tf.reduce_sum(tf.cast(tf.matmul(
+        tf.constant(np.ones([3, 4], np.float16)),
+        tf.cast(weights, tf.float16)), tf.float32))
+    optimizer = mp_optimizer.LossScaleOptimizer(
+        v1.train.AdamOptimizer(1e-3),
+        managers.ExponentialUpdateLossScaleManager(2**15, 2000))
+    global_step = v1.train.get_or_create_global_step()
+    sys.setprofile(profile)
+    try:
+      optimizer.minimize(loss, global_step=global_step)
+    finally:
+      sys.setprofile(None)
+  return ran
+
+
 class LayersTest(parameterized.TestCase):
 
   def test_every_module_has_a_layer(self):
@@ -98,6 +161,30 @@ class LayersTest(parameterized.TestCase):
         self.assertLessEqual(other, own,
                              f"{module} (layer {own}) imports {imported} "
                              f"(layer {other})")
+
+
+  def test_the_diagram_draws_every_module_in_its_layer(self):
+    drawn = diagram_modules()
+    # Packages' __init__ files are not drawn, but for the namespace; the
+    # codemod is drawn as one package.
+    listed = {m for m in MODULES
+              if not m.startswith("mp_optimizer.migrate.") and
+              (MODULES[m].name != "__init__.py" or
+               m in ("mp_optimizer", "mp_optimizer.migrate"))}
+    self.assertEmpty(sorted(listed - set(drawn)), "left out of the diagram")
+    self.assertEmpty(sorted(set(drawn) - listed), "drawn, but no such module")
+    for module, level in drawn.items():
+      self.assertEqual(layer(module), level, f"{module} is drawn in the "
+                       f"wrong layer")
+
+  def test_one_default_step_runs_code_in_the_modules_the_docs_name(self):
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split("## One default step, top to bottom", 1)[1]
+    named = section.split("(`tests/faces/test_layers.py`", 1)[0]
+    expected = {"mp_optimizer." + name
+                for name in re.findall(r"`([\w.]+)`", named)
+                if name != "LossScaleOptimizer"}
+    self.assertEqual(modules_of_one_default_step(), expected)
 
   def test_no_module_uses_the_old_top_level_managers_spelling(self):
     folders = [PACKAGE, MANAGERS] + [ROOT / name for name in
