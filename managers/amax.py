@@ -13,7 +13,7 @@ scale halves at once, and one more power of two of margin stays until
 ```
 on a finite step with amax a:
     history[steps % history_length] = a; steps += 1
-    if extra > 0 and clean + 1 >= relax_after: extra -= 1; clean = 0
+    if extra > 0 and clean >= relax_after - 1: extra -= 1; clean = 0
     else: clean += 1
     peak = max(history)
     if peak > 0:
@@ -191,12 +191,15 @@ class AmaxHistoryLossScaleManager(base.LossScaleManager):
     slot = tf.math.floormod(old["amax_steps"], self._length)
     recorded = tf.tensor_scatter_nd_update(
         old["amax_history"], [[slot]], tf.reshape(amax, [1]))
+    # `clean >= relax_after - 1`, and counters that stop at their largest
+    # value: a restored counter at int64's largest value must not wrap.
     relax = tf.logical_and(old["extra_margin"] > 0,
-                           old["clean_steps"] + 1 >= self._relax_after)
+                           old["clean_steps"] >= self._relax_after - 1)
     extra = tf.where(finite, old["extra_margin"] - tf.cast(relax, tf.int64),
-                     old["extra_margin"] + one)
+                     tensors.saturating_increment(old["extra_margin"]))
     clean = tf.where(tf.logical_and(finite, tf.logical_not(relax)),
-                     old["clean_steps"] + one, tf.zeros_like(one))
+                     tensors.saturating_increment(old["clean_steps"]),
+                     tf.zeros_like(one))
     history = tf.where(finite, recorded, old["amax_history"])
     peak = tf.reduce_max(history)
     quotient = tf.minimum(FLOAT16_MAX / tf.maximum(peak, 1e-38),

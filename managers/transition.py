@@ -94,11 +94,6 @@ class Variables:
   bad_steps: Optional[tf.Variable] = None
 
 
-def _saturating_increment(counter: tf.Tensor) -> tf.Tensor:
-  """`counter + 1`, or `counter` at its dtype's largest value."""
-  return tf.where(counter < counter.dtype.max, counter + 1, counter)
-
-
 def counting_only(policy: Policy, good_steps: tf.Tensor,
                   finite: tf.Tensor) -> tf.Tensor:
   """True when the step's whole change is `good_steps += 1` (and, with
@@ -150,12 +145,12 @@ def next_state(policy: Policy, state: State, finite: tf.Tensor) -> State:
                        tf.where(shrink, shrunk, scale))
 
   counting = tf.logical_and(finite, tf.logical_not(grow_due))
-  new_good = tf.where(counting, _saturating_increment(good), zero)
+  new_good = tf.where(counting, tensors.saturating_increment(good), zero)
   keep_bad_on_finite = bad if policy.hysteresis != "consecutive" else zero
   keep_bad_on_shrink = bad if policy.hysteresis == "sticky" else zero
   new_bad = tf.where(
       finite, tf.where(grow_due, zero, keep_bad_on_finite),
-      tf.where(shrink_due, keep_bad_on_shrink, _saturating_increment(bad)))
+      tf.where(shrink_due, keep_bad_on_shrink, tensors.saturating_increment(bad)))
   return State(new_scale, new_good,
                None if state.bad_steps is None else new_bad)
 

@@ -58,6 +58,11 @@ def in_cross_replica_context() -> bool:
           tf.distribute.in_cross_replica_context())
 
 
+def saturating_increment(counter: tf.Tensor) -> tf.Tensor:
+  """`counter + 1`, or `counter` at its dtype's largest value (no wrap)."""
+  return tf.where(counter < counter.dtype.max, counter + 1, counter)
+
+
 def pivots(pred: tf.Tensor, name: str) -> Tuple[tf.Tensor, tf.Tensor]:
   """(on, off): tensors alive only when `pred` is True, resp. False.
 

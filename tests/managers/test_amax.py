@@ -50,6 +50,9 @@ def python_model(init, length, margin, relax_after, low, high, steps):
   return out
 
 
+INT64_MAX = np.iinfo(np.int64).max
+
+
 def run_manager(manager, steps):
   """Feeds (finite, amax) steps to the manager; returns its state each step."""
   with tf.Graph().as_default() as graph:
@@ -150,6 +153,32 @@ class AmaxManagerTest(parameterized.TestCase):
     for name in values[0]:
       np.testing.assert_array_equal(values[0][name], values[1][name])
     self.assertEqual(values[1]["amax_steps"], 1)
+
+  @parameterized.named_parameters(
+      # clean_steps >= relax_after - 1: the extra margin is given back.
+      ("relaxes", 1, True, {"extra_margin": 0, "clean_steps": 0}),
+      # Nothing to give back: the count stays at its largest value.
+      ("saturates_clean_steps", 0, True,
+       {"extra_margin": 0, "clean_steps": INT64_MAX}),
+      # An overflow with the margin at its largest value keeps it there.
+      ("saturates_extra_margin", INT64_MAX, False,
+       {"extra_margin": INT64_MAX, "clean_steps": 0}),
+  )
+  def test_counters_restored_at_their_largest_value_do_not_wrap(
+      self, extra, finite, expected):
+    with tf.Graph().as_default():
+      manager = managers.AmaxHistoryLossScaleManager(history_length=2,
+                                                     relax_after=1000)
+      update = manager.update_loss_scale(
+          tf.constant(finite), gradient_amax=tf.constant(2.0))
+      state = {v.op.name: v for v in manager.variables()}
+      with v1.Session() as sess:
+        sess.run(v1.global_variables_initializer())
+        state["clean_steps"].load(INT64_MAX, sess)  # As a restore would.
+        state["extra_margin"].load(extra, sess)
+        sess.run(update)
+        got = sess.run({name: state[name] for name in expected})
+    self.assertEqual(got, expected)
 
   def test_replicas_share_the_largest_amax(self):
     # Replica 1's gradient is 4x replica 0's: the scale follows replica 1.
