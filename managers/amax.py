@@ -23,6 +23,7 @@ on a non-finite step:
     extra += 1; clean = 0
     scale = max(min_loss_scale, scale / 2)
 ```
+(`clean` and `extra` stop at int64's largest value instead of wrapping.)
 
 `exponent(q)` is q's binary exponent, floor(log2(q)), read off its float32
 bits, so the rule is exact. The optimizer hands the manager each step's
@@ -204,7 +205,10 @@ class AmaxHistoryLossScaleManager(base.LossScaleManager):
     peak = tf.reduce_max(history)
     quotient = tf.minimum(FLOAT16_MAX / tf.maximum(peak, 1e-38),
                           tf.float32.max)
-    power = _exponent(quotient) - self._margin - extra
+    # exponent(q) is at most 128, so a margin of 512 already gives the
+    # smallest power; capping both terms keeps the int64 sum from wrapping.
+    power = (_exponent(quotient) - min(self._margin, 512) -
+             tf.minimum(extra, 512))
     target = tf.pow(2.0, tf.cast(tf.clip_by_value(power, -126, 127),
                                  tf.float32))
     target = tf.clip_by_value(target, self._min, self._max)

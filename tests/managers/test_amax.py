@@ -163,6 +163,11 @@ class AmaxManagerTest(parameterized.TestCase):
       # An overflow with the margin at its largest value keeps it there.
       ("saturates_extra_margin", INT64_MAX, False,
        {"extra_margin": INT64_MAX, "clean_steps": 0}),
+      # A finite step with that margin (one given back, as clean_steps is
+      # due): the smallest scale, whatever the amax (65504 / 1e6 has
+      # exponent -4, and subtracting the margin must not wrap).
+      ("largest_margin_sets_the_smallest_scale", INT64_MAX, True,
+       {"extra_margin": INT64_MAX - 1, "loss_scale": 1.0}),
   )
   def test_counters_restored_at_their_largest_value_do_not_wrap(
       self, extra, finite, expected):
@@ -170,7 +175,7 @@ class AmaxManagerTest(parameterized.TestCase):
       manager = managers.AmaxHistoryLossScaleManager(history_length=2,
                                                      relax_after=1000)
       update = manager.update_loss_scale(
-          tf.constant(finite), gradient_amax=tf.constant(2.0))
+          tf.constant(finite), gradient_amax=tf.constant(1e6))
       state = {v.op.name: v for v in manager.variables()}
       with v1.Session() as sess:
         sess.run(v1.global_variables_initializer())
