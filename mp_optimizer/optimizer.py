@@ -55,11 +55,12 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
       accumulation, as for the next option).
     gradient_accumulation_steps: Keyword-only None or an int >= 2: apply the
       mean of that many finite micro-steps once.
-    overflow_report: Keyword-only bool or `mp_optimizer.overflow.OverflowReport`:
-      on a skipped step, print which variables' gradients held NaN/Inf.
+    overflow_report: Keyword-only bool or `overflow.OverflowReport`: on a
+      skipped step, print which variables' gradients held NaN/Inf.
     precision_telemetry: Keyword-only bool: also measure each step's float16
       headroom, share of entries zero in float16 per variable group, global
-      gradient norm and skip reason (docs: Precision telemetry).
+      gradient norm and skip reason (`signals.precision()`; docs: Precision
+      telemetry).
 
   Raises:
     TypeError: If `opt` or `loss_scale_manager` is missing or of the wrong
@@ -193,13 +194,12 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
           "LossScaleOptimizer.apply_gradients must be called in replica "
           "context: call it inside `strategy.run` (or a model_fn), not "
           "directly under `strategy.scope()`.")
-    # Not `args=(self._parts, ...)`: each replica of an Estimator builds its
-    # own optimizer, so only objects equal on every replica may be args.
+    # Each replica of an Estimator builds its own optimizer, and merge_call
+    # args that are not one object on every replica become PerReplica.
     parts, name = self._parts, name or self.get_name()
     return tf.distribute.get_replica_context().merge_call(
         lambda strategy, *args: step.gated_step(strategy, parts, *args, name),
         args=(grads_and_vars, global_step))
-
 
   def get_slot(self, var: tf.Variable, name: str) -> Optional[tf.Variable]:
     """Returns the inner optimizer's slot `name` for `var`."""

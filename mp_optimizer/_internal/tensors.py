@@ -1,6 +1,8 @@
-"""Type aliases, the graph-mode guard and the small tensor idioms every layer
-uses, defined once."""
+"""Type aliases, the graph-mode guard and the small idioms every layer uses,
+defined once."""
 
+import os
+import sys
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
@@ -37,6 +39,22 @@ def require_graph(api: str) -> tf.Graph:
     if tf.executing_eagerly():
       raise RuntimeError(_EAGER_MESSAGE.format(api=api))
     return tf.compat.v1.get_default_graph()
+
+
+# Frames in these folders are not the user's code a warning points at.
+_LIBRARY_DIRS = (
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+    os.path.dirname(os.path.abspath(tf.__file__)) + os.sep)
+
+
+def user_stacklevel() -> int:
+  """The `stacklevel` that makes a `warnings.warn` in the caller of this
+  point at the first frame outside this package and TensorFlow."""
+  level, frame = 1, sys._getframe(1)  # pylint: disable=protected-access
+  while frame is not None and frame.f_code.co_filename.startswith(
+      _LIBRARY_DIRS):
+    level, frame = level + 1, frame.f_back
+  return level
 
 
 def values(grad: Union[tf.Tensor, tf.IndexedSlices]) -> tf.Tensor:

@@ -27,9 +27,7 @@ warning that points at `float32_master_weights`. All of it runs once, while
 the graph is built; nothing is added to a step.
 """
 
-import os
 import re
-import sys
 import warnings
 import weakref
 from typing import Dict, Iterable, Optional, Set, Tuple
@@ -212,10 +210,6 @@ def check_unscaled(grads_and_vars: tensors.GradsAndVars) -> None:
 
 _16BIT_FLOATS, _NAMES_SHOWN = (tf.float16, tf.bfloat16), 5
 _warned = weakref.WeakSet()  # Inner optimizers warned about, once each.
-# Frames in these folders are not the user's code a warning points at.
-_LIBRARY_DIRS = (
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
-    os.path.dirname(os.path.abspath(tf.__file__)) + os.sep)
 
 
 def warn_if_16bit_variables(optimizer: tf.compat.v1.train.Optimizer,
@@ -235,11 +229,6 @@ def warn_if_16bit_variables(optimizer: tf.compat.v1.train.Optimizer,
   shown = ", ".join(names[:_NAMES_SHOWN])
   more = (f" and {len(names) - _NAMES_SHOWN} more"
           if len(names) > _NAMES_SHOWN else "")
-  # Point at the first caller outside this package and TensorFlow.
-  level, frame = 1, sys._getframe(0)  # pylint: disable=protected-access
-  while frame is not None and frame.f_code.co_filename.startswith(
-      _LIBRARY_DIRS):
-    level, frame = level + 1, frame.f_back
   warnings.warn(
       f"LossScaleOptimizer is updating {len(names)} 16-bit float variable(s) "
       f"without float32 master weights: {shown}{more}. Updates smaller than "
@@ -247,4 +236,4 @@ def warn_if_16bit_variables(optimizer: tf.compat.v1.train.Optimizer,
       "away. Build the model under `with mp_optimizer.float32_master_weights():"
       "` (or `variable_scope(..., custom_getter=mp_optimizer."
       "float32_variable_getter)`) to store them in float32.",
-      UserWarning, stacklevel=level)
+      UserWarning, stacklevel=tensors.user_stacklevel())

@@ -7,7 +7,8 @@ records the optimizer's scale (its variable's handles, or a fixed scale's
 constant), so hand-written scaling with `opt.get_loss_scale()` is
 recognised. `_step.checks` walks back from the gradients to those records;
 `allow_unscaled_gradients()` opens a block in which gradients that never
-saw S are let through.
+saw S are let through. A loss computed in bfloat16 only gets a warning
+(`warn_if_bfloat16_only`): its gradients cannot underflow.
 
 Small gradients of one shape, dtype and device are unscaled together: they
 are stacked, the stack is multiplied by 1/S once, and each variable gets its
@@ -107,7 +108,6 @@ def allow_unscaled_gradients() -> Iterator[None]:
     ALLOWED[graph] -= 1
 
 
-
 def read_loss_scale(manager: managers.LossScaleManager) -> tf.Tensor:
   """Returns one read of `manager`'s scale as a float32 tensor.
 
@@ -166,7 +166,7 @@ def warn_if_bfloat16_only(loss: tf.Tensor) -> None:
         f"The loss {loss.name} is computed in bfloat16 without any float16 "
         "op. bfloat16 has float32's exponent range, so its gradients do not "
         "underflow and loss scaling only adds work: use the inner optimizer "
-        "directly.", UserWarning, stacklevel=3)
+        "directly.", UserWarning, stacklevel=tensors.user_stacklevel())
 
 
 def _unscale_dense(grad: tf.Tensor, inverse: tf.Tensor) -> tf.Tensor:

@@ -1,4 +1,4 @@
-"""One training step in cross-replica context: check, gate, apply, update.
+"""One training step: the pairs checked, then check, gate, apply, update.
 
 `LossScaleOptimizer.apply_gradients` reaches this through `merge_call`, so it
 runs once per step however many replicas there are:
@@ -18,18 +18,18 @@ apply(grads): clip (clipvalue, or the window mean), then
               inner.apply_gradients on each replica
 ```
 
-`gate` (`mp_optimizer._step.gate`) does what `tf.cond` would with one Switch on
-the flag: only the untaken side's ops are dead, and no gradient or variable
-is switched. A full accumulation window is detected by a second such gate.
-A manager that applies every step (`skips_nonfinite_steps` False) gets no
-finite check and no gate.
+`gate.gate` is a `tf.cond` with one Switch on the flag (no gradient or
+variable is switched); a full accumulation window is found by a second one.
+A manager that never skips (`skips_nonfinite_steps` False) gets no finite
+check and no gate.
 
 A norm clip happens before the finite check, which then sees exactly what
 the update will use (across replicas: their sum, see
 `clipping.reduce_and_clip`); `clipvalue` maps Inf to its limit, so it clips
 after the check, as does a manager that never skips; with gradient
 accumulation the window mean is clipped when it is applied.
-`check_grads_and_vars` checks the pairs first, before anything is built.
+`check_grads_and_vars` checks the pairs first, in replica context, before
+anything is built.
 """
 
 import dataclasses
@@ -124,11 +124,8 @@ class Parts:
 def _apply(strategy: tf.distribute.Strategy, parts: Parts,
            grads_and_vars: GradsAndVars, global_step: Optional[tf.Variable],
            name: str, pivot: tf.Tensor, clip: bool = True) -> tf.Operation:
-  """Applies (per-replica) pairs through the inner optimizer.
-
-  With `clip` (and a clip option set), the gradients are clipped first (see
-  `clipping.reduce_and_clip`); without, they already are.
-  """
+  """Applies (per-replica) pairs through the inner optimizer; with `clip`
+  (and a clip option set) clips them first (`clipping.reduce_and_clip`)."""
   pairs = [(g, v) for g, v in grads_and_vars if g is not None]
   variables = [v for _, v in pairs]
   grads = tuple(g for g, _ in pairs)

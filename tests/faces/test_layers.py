@@ -133,11 +133,12 @@ def modules_of_one_default_step():
         v1.train.AdamOptimizer(1e-3),
         managers.ExponentialUpdateLossScaleManager(2**15, 2000))
     global_step = v1.train.get_or_create_global_step()
+    previous = sys.getprofile()
     sys.setprofile(profile)
     try:
       optimizer.minimize(loss, global_step=global_step)
     finally:
-      sys.setprofile(None)
+      sys.setprofile(previous)
   return ran
 
 
@@ -162,7 +163,6 @@ class LayersTest(parameterized.TestCase):
                              f"{module} (layer {own}) imports {imported} "
                              f"(layer {other})")
 
-
   def test_the_diagram_draws_every_module_in_its_layer(self):
     drawn = diagram_modules()
     # Packages' __init__ files are not drawn, but for the namespace; the
@@ -185,6 +185,7 @@ class LayersTest(parameterized.TestCase):
                 for name in re.findall(r"`([\w.]+)`", named)
                 if name != "LossScaleOptimizer"}
     self.assertEqual(modules_of_one_default_step(), expected)
+    self.assertIn(f"code in {len(expected)} modules", " ".join(named.split()))
 
   def test_no_module_uses_the_old_top_level_managers_spelling(self):
     folders = [PACKAGE, MANAGERS] + [ROOT / name for name in

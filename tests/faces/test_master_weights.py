@@ -218,8 +218,10 @@ class MissingMasterWeightsWarningTest(parameterized.TestCase):
         warnings.simplefilter("always")
         for _ in range(times):
           opt.minimize(loss)
-    return [str(w.message) for w in caught
-            if "master weights" in str(w.message)]
+    found = [w for w in caught if "master weights" in str(w.message)]
+    for warning in found:  # At the caller's line, not inside a library.
+      self.assertEqual(warning.filename, __file__)
+    return [str(w.message) for w in found]
 
   @parameterized.named_parameters(
       ("plain_once", False, 1, 1), ("plain_twice", False, 2, 1),

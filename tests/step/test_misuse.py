@@ -104,19 +104,22 @@ class MalformedPairsTest(parameterized.TestCase):
 class Bfloat16WarningTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ("bfloat16", tf.bfloat16, True), ("float16", tf.float16, False),
-      ("float32", tf.float32, False))
-  def test_warns_only_for_bfloat16_only_models(self, dtype, warns):
+      ("bfloat16", tf.bfloat16, True, "compute_gradients"),
+      ("bfloat16_minimize", tf.bfloat16, True, "minimize"),
+      ("float16", tf.float16, False, "compute_gradients"),
+      ("float32", tf.float32, False, "compute_gradients"))
+  def test_warns_only_for_bfloat16_only_models(self, dtype, warns, method):
     with tf.Graph().as_default():
       loss = models.dense_loss(models.poison_input(), compute_dtype=dtype)
       opt = mp_optimizer.LossScaleOptimizer(
           models.OPTIMIZERS["sgd"](), managers.FixedLossScaleManager(8))
       with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        opt.compute_gradients(loss)
-      messages = [str(w.message) for w in caught
-                  if issubclass(w.category, UserWarning)
-                  and "bfloat16" in str(w.message)]
-      self.assertLen(messages, 1 if warns else 0)
+        getattr(opt, method)(loss)
+      found = [w for w in caught if issubclass(w.category, UserWarning)
+               and "bfloat16" in str(w.message)]
+      self.assertLen(found, 1 if warns else 0)
       if warns:
-        self.assertIn("use the inner optimizer directly", messages[0])
+        self.assertIn("use the inner optimizer directly", str(found[0].message))
+        # At the caller's line, not inside this library or TensorFlow.
+        self.assertEqual(found[0].filename, __file__)
