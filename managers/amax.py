@@ -188,7 +188,6 @@ class AmaxHistoryLossScaleManager(base.LossScaleManager):
 
   def _next(self, finite: tf.Tensor, amax: tf.Tensor, old: dict) -> dict:
     """The transition of the module docstring, on the values read in `old`."""
-    one = tf.constant(1, tf.int64)
     slot = tf.math.floormod(old["amax_steps"], self._length)
     recorded = tf.tensor_scatter_nd_update(
         old["amax_history"], [[slot]], tf.reshape(amax, [1]))
@@ -200,7 +199,7 @@ class AmaxHistoryLossScaleManager(base.LossScaleManager):
                      tensors.saturating_increment(old["extra_margin"]))
     clean = tf.where(tf.logical_and(finite, tf.logical_not(relax)),
                      tensors.saturating_increment(old["clean_steps"]),
-                     tf.zeros_like(one))
+                     tf.constant(0, tf.int64))
     history = tf.where(finite, recorded, old["amax_history"])
     peak = tf.reduce_max(history)
     quotient = tf.minimum(FLOAT16_MAX / tf.maximum(peak, 1e-38),

@@ -150,7 +150,8 @@ def next_state(policy: Policy, state: State, finite: tf.Tensor) -> State:
   keep_bad_on_shrink = bad if policy.hysteresis == "sticky" else zero
   new_bad = tf.where(
       finite, tf.where(grow_due, zero, keep_bad_on_finite),
-      tf.where(shrink_due, keep_bad_on_shrink, tensors.saturating_increment(bad)))
+      tf.where(shrink_due, keep_bad_on_shrink,
+               tensors.saturating_increment(bad)))
   return State(new_scale, new_good,
                None if state.bad_steps is None else new_bad)
 

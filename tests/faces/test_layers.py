@@ -110,9 +110,12 @@ def diagram_modules():
   return drawn
 
 
-def modules_of_one_default_step():
+def modules_of_one_default_step(**options):
   """The library modules whose functions run while `minimize` builds one
-  default dynamic step (contrib's manager, Adam), in a fresh graph."""
+  default dynamic step (contrib's manager, Adam), in a fresh graph.
+
+  `options` go to the manager (`fail_at_floor_after`) or the optimizer.
+  """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import mp_optimizer  # pylint: disable=g-import-not-at-top
   from mp_optimizer import managers  # pylint: disable=g-import-not-at-top
@@ -129,9 +132,11 @@ def modules_of_one_default_step():
     loss = tf.reduce_sum(tf.cast(tf.matmul(
         tf.constant(np.ones([3, 4], np.float16)),
         tf.cast(weights, tf.float16)), tf.float32))
+    floor = {k: options.pop(k) for k in ["fail_at_floor_after"] if k in options}
     optimizer = mp_optimizer.LossScaleOptimizer(
         v1.train.AdamOptimizer(1e-3),
-        managers.ExponentialUpdateLossScaleManager(2**15, 2000))
+        managers.ExponentialUpdateLossScaleManager(2**15, 2000, **floor),
+        **options)
     global_step = v1.train.get_or_create_global_step()
     previous = sys.getprofile()
     sys.setprofile(profile)
@@ -186,6 +191,28 @@ class LayersTest(parameterized.TestCase):
                 if name != "LossScaleOptimizer"}
     self.assertEqual(modules_of_one_default_step(), expected)
     self.assertIn(f"code in {len(expected)} modules", " ".join(named.split()))
+
+  @parameterized.named_parameters(
+      ("clipnorm", {"clipnorm": 1.0}, ["_step.clipping"]),
+      ("clipvalue", {"clipvalue": 1.0}, ["_step.clipping"]),
+      ("global_clipnorm", {"global_clipnorm": 1.0}, ["_step.clipping"]),
+      ("accumulation", {"gradient_accumulation_steps": 2},
+       ["_step.accumulation", "_internal.tracking"]),
+      ("overflow_report", {"overflow_report": True}, ["_step.report"]),
+      ("precision_telemetry", {"precision_telemetry": True},
+       ["_step.telemetry"]),
+      ("fail_at_floor_after", {"fail_at_floor_after": 3}, ["managers.floor"]),
+  )
+  def test_each_option_adds_the_modules_the_docs_name(self, options, added):
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    sentence = " ".join(text.split("Options add their own modules:", 1)[1]
+                        .split("\n\n", 1)[0].split())
+    for module in added:  # The docs write _step's and the managers' short.
+      short = module.split(".")[-1] if "_internal" not in module else module
+      self.assertIn(f"`{short}`", sentence)
+    self.assertEqual(
+        modules_of_one_default_step(**options) - modules_of_one_default_step(),
+        {"mp_optimizer." + module for module in added})
 
   def test_no_module_uses_the_old_top_level_managers_spelling(self):
     folders = [PACKAGE, MANAGERS] + [ROOT / name for name in
