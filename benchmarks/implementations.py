@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 import mp_optimizer
+from mp_optimizer._step import gate
 
 v1 = tf.compat.v1
 Optimizer = v1.train.Optimizer
@@ -83,3 +84,37 @@ IMPLEMENTATIONS = [
 ]
 BY_NAME = {impl.name: impl for impl in IMPLEMENTATIONS}
 OURS_DYNAMIC = ("ours_contrib", "ours_tf2")
+# The two floors: what a step costs with only one part of loss scaling.
+FLOORS = {"floor_unscale": "floor: unscale only",
+          "floor_barrier": "floor: barrier only"}
+
+
+def floor_train_op(loss: tf.Tensor, global_step: tf.Variable,
+                   inner: Optimizer, name: str) -> tf.Operation:
+  """A floor's train op: our `compute_gradients`, then the inner apply.
+
+  "floor_unscale" applies every step (each gradient unscaled on its own,
+  no check, no gate). "floor_barrier" applies behind our one-Switch gate on
+  a flag that only waits for every gradient and checks nothing: the
+  barrier any whole-step skip needs, and nothing else.
+  """
+  barrier = {"floor_unscale": False, "floor_barrier": True}[name]
+  manager = managers.FixedLossScaleManager(INITIAL_SCALE,
+                                           skip_nonfinite_steps=barrier)
+  pairs = mp_optimizer.LossScaleOptimizer(inner, manager).compute_gradients(
+      loss)
+  if not barrier:
+    return inner.apply_gradients(pairs, global_step)
+  grads = [tf.convert_to_tensor(g) for g, _ in pairs if g is not None]
+  with tf.control_dependencies([g.op for g in grads]):
+    every_gradient = tf.identity(
+        v1.placeholder_with_default(True, [], name="always_true"))
+  return gate.gate(every_gradient,
+                   lambda pivot: inner.apply_gradients(pairs, global_step),
+                   tf.no_op)
+
+
+def floor_of(name: str) -> MakeTrainOp:
+  """(loss, global_step) -> the floor `name` around the benchmarks' Adam."""
+  return lambda loss, global_step: floor_train_op(
+      loss, global_step, inner_optimizer(), name)

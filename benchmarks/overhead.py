@@ -3,10 +3,12 @@
     python benchmarks/overhead.py [--minutes 8] [--output BENCHMARKS.md]
         [--retired] [--smoke]
 
-For each model shape, bare Adam, TF's built-in wrapper and ours are built in
-their own graphs and Sessions and timed in interleaved rounds
-(`benchmarks.timing`). Then graph size and step memory
-(`benchmarks.graph_cost`), the same steps under XLA, and the dynamic scale's
+For each model shape, bare Adam, TF's built-in wrapper, ours and the two
+floors (`implementations.FLOORS`) are built in their own graphs and Sessions
+and timed in interleaved rounds (`benchmarks.timing`). Then graph size and
+step memory (`benchmarks.graph_cost`), the first shape again with one
+inter-op thread (what the barrier floor costs without a second thread to
+overlap updates with backprop), the same steps under XLA, and the dynamic scale's
 update with and without its mutex (`benchmarks.micro`). The report goes to
 stdout and to the file; the section `benchmarks/scaling.py` writes there is
 kept.
@@ -47,9 +49,12 @@ from benchmarks import timing
 from benchmarks import variants
 
 # Share of the timing budget per part; graph building and counting come on top.
-SHARES = {"many_small": 0.30, "wide": 0.18, "embedding": 0.14, "xla": 0.24,
-          "micro": 0.14}
+SHARES = {"many_small": 0.30, "wide": 0.18, "embedding": 0.14, "xla": 0.18,
+          "one_thread": 0.06, "micro": 0.14}
 XLA_IMPLEMENTATIONS = ("bare", "tf_dynamic", "ours_contrib", "ours_tf2")
+# Timed again with one inter-op thread, on the first shape: with no second
+# thread to run updates during backprop, holding them back loses no overlap.
+ONE_THREAD = ("bare", "floor_barrier", "ours_contrib")
 # Step memory depends on the order the executor happens to run ops in; the
 # median over a few traced steps is steadier than one.
 TRACED_STEPS = 5
@@ -93,6 +98,15 @@ def _main_contenders(shape: shapes.Shape, scope=None) -> List[Contender]:
                        scope=scope or contextlib.nullcontext)
     out.append(Contender(name, impl.label, step, counterpart=impl.counterpart))
   return out
+
+
+def _floor_contenders(shape: shapes.Shape,
+                      config: Optional[tf.compat.v1.ConfigProto] = None,
+                      names=tuple(impls.FLOORS)) -> List[Contender]:
+  return [Contender(name, impls.FLOORS[name],
+                    steps.build(_make_loss(shape, shape.size),
+                                impls.floor_of(name), config))
+          for name in names]
 
 
 def _idea_contenders(shape: shapes.Shape, main: List[Contender],
@@ -167,11 +181,11 @@ def run_shape(shape: shapes.Shape, seconds: float,
               settings: Settings) -> report.ShapeResult:
   _log(f"{shape.name}: building {shape.label}")
   main = _main_contenders(shape)
-  ideas = _idea_contenders(shape, main, settings)
-  _log(f"{shape.name}: timing {len(main) + len(ideas)} steps, {seconds:.0f}s")
-  pool = _time_pool(main + ideas, seconds, settings)
+  extra = _floor_contenders(shape) + _idea_contenders(shape, main, settings)
+  _log(f"{shape.name}: timing {len(main) + len(extra)} steps, {seconds:.0f}s")
+  pool = _time_pool(main + extra, seconds, settings)
   _measure_graphs(main)
-  for c in main + ideas:
+  for c in main + extra:
     c.step.close()
   by_name = {c.name: c for c in main}
   lines = _ops_lines(shape, by_name)
@@ -209,6 +223,30 @@ def run_xla(family: List[shapes.Shape], seconds: float,
   return pools
 
 
+def run_one_thread(shape: shapes.Shape, seconds: float,
+                   settings: Settings) -> report.Pool:
+  """Times `ONE_THREAD` on `shape`, each Session with one inter-op thread."""
+  _log(f"{shape.name}, one inter-op thread: timing {len(ONE_THREAD)} steps, "
+       f"{seconds:.0f}s")
+  config = steps.session_config()
+  # Sessions share one process-wide pool, sized by the first Session made,
+  # unless each asks for threads of its own.
+  config.use_per_session_threads = True
+  config.inter_op_parallelism_threads = 1
+  contenders = []
+  for name in ONE_THREAD:
+    if name in impls.FLOORS:
+      contenders += _floor_contenders(shape, config, names=(name,))
+    else:
+      impl = impls.BY_NAME[name]
+      contenders.append(Contender(name, impl.label, steps.build(
+          _make_loss(shape, shape.size), impls.train_op_of(impl), config)))
+  pool = _time_pool(contenders, seconds, settings)
+  for c in contenders:
+    c.step.close()
+  return pool
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--minutes", type=float, default=8.0,
@@ -236,6 +274,8 @@ def main(argv=None) -> int:
   started = time.perf_counter()
   results = [run_shape(shape, seconds * SHARES[shape.name], settings)
              for shape in family]
+  one_thread = run_one_thread(family[0], seconds * SHARES["one_thread"],
+                              settings)
   distinct_lines = count_distinct(distinct)
   xla = run_xla(family[:1] if args.smoke else family,
                 seconds * SHARES["xla"] / len(family), settings)
@@ -250,7 +290,7 @@ def main(argv=None) -> int:
                                   settings.min_rounds)
   machine.finish(time.perf_counter() - started)
   text = targets.render(machine, results, distinct_lines, xla, locks,
-                        checks, updates)
+                        one_thread, checks, updates)
   path = os.path.join(os.path.dirname(os.path.dirname(
       os.path.abspath(__file__))), args.output)
   kept = [sections.saved(path, sections.OPTIONS_BEGIN, sections.OPTIONS_END),

@@ -41,9 +41,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import tensorflow as tf  # After the sys.path line above, as all below.
 
-from mp_optimizer import managers
-import mp_optimizer
-from mp_optimizer._step import gate
 from benchmarks import implementations as impls
 from benchmarks import scaling_report
 from benchmarks import shapes
@@ -67,24 +64,9 @@ def _wrapped(wrap) -> MakeTrainOp:
   return lambda loss, step, inner: wrap(inner).minimize(loss, global_step=step)
 
 
-def _floor(barrier: bool) -> MakeTrainOp:
-  """Our compute_gradients and the inner apply; with `barrier`, gated."""
-  def make(loss, step, inner):
-    manager = (managers.FixedLossScaleManager(impls.INITIAL_SCALE) if barrier
-               else managers.FixedLossScaleManager(
-                   impls.INITIAL_SCALE, skip_nonfinite_steps=False))
-    pairs = mp_optimizer.LossScaleOptimizer(inner, manager).compute_gradients(
-        loss)
-    if not barrier:
-      return inner.apply_gradients(pairs, step)
-    grads = [tf.convert_to_tensor(g) for g, _ in pairs if g is not None]
-    with tf.control_dependencies([g.op for g in grads]):
-      every_gradient = tf.identity(
-          v1.placeholder_with_default(True, [], name="always_true"))
-    return gate.gate(every_gradient,
-                     lambda pivot: inner.apply_gradients(pairs, step),
-                     tf.no_op)
-  return make
+def _floor(name: str) -> MakeTrainOp:
+  return lambda loss, step, inner: impls.floor_train_op(loss, step, inner,
+                                                        name)
 
 
 CONTENDERS: Dict[str, tuple] = {
@@ -94,8 +76,7 @@ CONTENDERS: Dict[str, tuple] = {
              _wrapped(impls.BY_NAME["ours_contrib"].wrap)),
     "ours_fixed": ("ours, fixed (skips NaN/Inf steps)",
                    _wrapped(impls.BY_NAME["ours_fixed"].wrap)),
-    "floor_unscale": ("floor: unscale only", _floor(barrier=False)),
-    "floor_barrier": ("floor: barrier only", _floor(barrier=True)),
+    **{name: (label, _floor(name)) for name, label in impls.FLOORS.items()},
 }
 
 

@@ -31,7 +31,9 @@ class SmokeTest(parameterized.TestCase):
     self._run("overhead.py", "--smoke", "--retired", "--minutes", "0.01",
               "--output", output)
     text = pathlib.Path(output).read_text(encoding="utf-8")
-    for heading in ("## Results", "## Targets", "## The scale update's mutex",
+    for heading in ("## Results", "## Targets",
+                    "## The floors: what holding the updates back costs",
+                    "## The scale update's mutex",
                     "## Retired designs", "## Under XLA", "## Method"):
       self.assertIn(heading, text)
 
