@@ -23,6 +23,9 @@ BEFORE_PLOT_END = "<!-- --8<-- [end:before_plot] -->"
 AFTER_PLOT_START = "<!-- --8<-- [start:after_plot] -->"
 AFTER_PLOT_END = "<!-- --8<-- [end:after_plot] -->"
 TITLE = "## Growth with the number of variables"
+# The issue's targets for ours (contrib dynamic) at every N and inner.
+KERNELS_ADDED_LIMIT = 30
+ABOVE_FLOOR_LIMIT = 0.03
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +77,40 @@ def _table(pools: List[Pool]) -> str:
   return "\n".join(lines)
 
 
+def _yes_no(met: bool) -> str:
+  return "yes" if met else "**no**"
+
+
+def targets_table(pools: List[Pool]) -> str:
+  """Ours against each target, per N and inner, each verdict computed."""
+  header = ["N", "inner", f"kernels added <= {KERNELS_ADDED_LIMIT}",
+            f"÷ bare, above the barrier floor <= +{ABOVE_FLOOR_LIMIT}",
+            "÷ bare, below TF built-in", "first run, at most TF built-in's"]
+  lines = ["| " + " | ".join(header) + " |",
+           "|" + "|".join("---" for _ in header) + "|"]
+  judged = [pool for pool in pools if all(name in pool.rows for name in
+                                          ("bare", "ours", "tf", "floor_barrier"))]
+  if not judged:
+    return ("(No verdicts: they need bare, ours, tf and floor_barrier among "
+            "`--contenders`.)")
+  for pool in judged:
+    bare, ours = pool.rows["bare"], pool.rows["ours"]
+    tf_row, floor = pool.rows["tf"], pool.rows["floor_barrier"]
+    added = ours.kernels - bare.kernels
+    above = ours.vs_bare.median - floor.vs_bare.median
+    cells = [
+        f"+{added}: {_yes_no(added <= KERNELS_ADDED_LIMIT)}",
+        f"{above:+.3f}: {_yes_no(above <= ABOVE_FLOOR_LIMIT)}",
+        f"{ours.vs_bare.median:.3f} / {tf_row.vs_bare.median:.3f}: "
+        f"{_yes_no(ours.vs_bare.median < tf_row.vs_bare.median)}",
+        f"{ours.first_run_s:.2f} s / {tf_row.first_run_s:.2f} s "
+        f"({ours.first_run_s / bare.first_run_s:.2f}× bare): "
+        f"{_yes_no(ours.first_run_s <= tf_row.first_run_s)}"]
+    lines.append("| " + " | ".join([f"{pool.size:,}", pool.inner] + cells) +
+                 " |")
+  return "\n".join(lines)
+
+
 def _skipped(pools: List[Pool]) -> str:
   bad = sorted({f"{row.label} at N={pool.size} ({pool.inner})"
                 for pool in pools for row in pool.rows.values()
@@ -99,6 +136,10 @@ graph and Session, all of one N and inner optimizer in one process.
 {_table(pools)}
 
 {_skipped(pools)}
+
+Ours (contrib dynamic) against the targets, from the table above:
+
+{targets_table(pools)}
 
 - kernels/step: nodes in the step stats of a FULL_TRACE `RunMetadata` (what
   the executor ran), not timed, so independent of load. ops: nodes of the

@@ -10,6 +10,7 @@ from absl.testing import absltest
 from absl.testing import parameterized
 
 from benchmarks import report
+from benchmarks import scaling_report
 from benchmarks import shapes
 from benchmarks import targets
 from benchmarks import timing
@@ -76,6 +77,44 @@ class FloorsTextTest(parameterized.TestCase):
     text = self._text(1.18, 1.15)
     self.assertIn("not mainly lost overlap", text)
     self.assertNotIn("most of the barrier's cost", text)
+
+
+def _scaling_pool(ours_kernels=139, ours=1.20, floor=1.15, tf=1.26,
+                  ours_first=0.04, tf_first=0.05) -> scaling_report.Pool:
+  def row(kernels, ratio, first):
+    return scaling_report.Row(
+        label="", kernels=kernels, ops=0, graph_mb=0.0, build_s=0.0,
+        first_run_s=first, first_run_load=0.0, rss_mb=0.0, step_ms=1.0,
+        vs_bare=_ratio(ratio), all_applied=True)
+  return scaling_report.Pool(
+      size=10, inner="sgd", rounds=10, load_start=0.0, load_end=0.0,
+      rows={"bare": row(97, 1.0, 0.02), "tf": row(188, tf, tf_first),
+            "ours": row(ours_kernels, ours, ours_first),
+            "floor_barrier": row(106, floor, 0.02)})
+
+
+class ScalingTargetsTest(parameterized.TestCase):
+
+  def _cells(self, **pool):
+    line = scaling_report.targets_table([_scaling_pool(**pool)]).splitlines()[2]
+    return [cell.strip() for cell in line.strip("|").split("|")][2:]
+
+  def test_each_target_missed(self):
+    self.assertEqual(self._cells(ours_kernels=139, ours=1.30, floor=1.15,
+                                 tf=1.26, ours_first=0.06, tf_first=0.05),
+                     ["+42: **no**", "+0.150: **no**", "1.300 / 1.260: **no**",
+                      "0.06 s / 0.05 s (3.00× bare): **no**"])
+
+  def test_each_target_met(self):
+    self.assertEqual(self._cells(ours_kernels=127, ours=1.17, floor=1.15,
+                                 tf=1.26, ours_first=0.04, tf_first=0.05),
+                     ["+30: yes", "+0.020: yes", "1.170 / 1.260: yes",
+                      "0.04 s / 0.05 s (2.00× bare): yes"])
+
+  def test_no_verdict_without_the_contenders_it_compares(self):
+    pool = _scaling_pool()
+    del pool.rows["floor_barrier"]
+    self.assertIn("No verdicts", scaling_report.targets_table([pool]))
 
 
 if __name__ == "__main__":
