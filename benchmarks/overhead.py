@@ -8,10 +8,10 @@ floors (`implementations.FLOORS`) are built in their own graphs and Sessions
 and timed in interleaved rounds (`benchmarks.timing`). Then graph size and
 step memory (`benchmarks.graph_cost`), the first shape again with one
 inter-op thread (what the barrier floor costs without a second thread to
-overlap updates with backprop), the same steps under XLA, and the dynamic scale's
-update with and without its mutex (`benchmarks.micro`). The report goes to
-stdout and to the file; the section `benchmarks/scaling.py` writes there is
-kept.
+overlap updates with backprop), the same steps under XLA, and the dynamic
+scale's update with and without its mutex (`benchmarks.micro`). The report
+goes to stdout and to the file; the section `benchmarks/scaling.py` writes
+there is kept.
 
 `--retired` also times the designs the library left behind
 (`benchmarks.variants`: other finite checks and gates, rebuilt from public

@@ -88,8 +88,9 @@ def targets_table(pools: List[Pool]) -> str:
             "÷ bare, below TF built-in", "first run, at most TF built-in's"]
   lines = ["| " + " | ".join(header) + " |",
            "|" + "|".join("---" for _ in header) + "|"]
-  judged = [pool for pool in pools if all(name in pool.rows for name in
-                                          ("bare", "ours", "tf", "floor_barrier"))]
+  needed = ("bare", "ours", "tf", "floor_barrier")
+  judged = [pool for pool in pools
+            if all(name in pool.rows for name in needed)]
   if not judged:
     return ("(No verdicts: they need bare, ours, tf and floor_barrier among "
             "`--contenders`.)")

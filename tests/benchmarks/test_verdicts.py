@@ -78,6 +78,11 @@ class FloorsTextTest(parameterized.TestCase):
     self.assertIn("not mainly lost overlap", text)
     self.assertNotIn("most of the barrier's cost", text)
 
+  def test_a_barrier_that_costs_nothing_is_said_to_cost_nothing(self):
+    text = self._text(1.005, 1.0)
+    self.assertIn("costs nothing measurable", text)
+    self.assertNotIn("lost overlap", text)
+
 
 def _scaling_pool(ours_kernels=139, ours=1.20, floor=1.15, tf=1.26,
                   ours_first=0.04, tf_first=0.05) -> scaling_report.Pool:
