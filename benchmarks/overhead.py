@@ -27,7 +27,7 @@ import os
 import statistics
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Run as a script (`make bench`), this file's folder is on sys.path, not the
@@ -100,13 +100,20 @@ def _main_contenders(shape: shapes.Shape, scope=None) -> List[Contender]:
   return out
 
 
-def _floor_contenders(shape: shapes.Shape,
-                      config: Optional[tf.compat.v1.ConfigProto] = None,
-                      names=tuple(impls.FLOORS)) -> List[Contender]:
-  return [Contender(name, impls.FLOORS[name],
-                    steps.build(_make_loss(shape, shape.size),
-                                impls.floor_of(name), config))
-          for name in names]
+def _contenders(shape: shapes.Shape, names: Sequence[str],
+                config: Optional[tf.compat.v1.ConfigProto] = None
+                ) -> List[Contender]:
+  """`names` of `impls.IMPLEMENTATIONS` or `impls.FLOORS`, built on `shape`."""
+  out = []
+  for name in names:
+    if name in impls.FLOORS:
+      label, make = impls.FLOORS[name], impls.floor_of(name)
+    else:
+      label, make = impls.BY_NAME[name].label, impls.train_op_of(
+          impls.BY_NAME[name])
+    out.append(Contender(name, label, steps.build(
+        _make_loss(shape, shape.size), make, config)))
+  return out
 
 
 def _idea_contenders(shape: shapes.Shape, main: List[Contender],
@@ -181,7 +188,8 @@ def run_shape(shape: shapes.Shape, seconds: float,
               settings: Settings) -> report.ShapeResult:
   _log(f"{shape.name}: building {shape.label}")
   main = _main_contenders(shape)
-  extra = _floor_contenders(shape) + _idea_contenders(shape, main, settings)
+  extra = (_contenders(shape, list(impls.FLOORS)) +
+           _idea_contenders(shape, main, settings))
   _log(f"{shape.name}: timing {len(main) + len(extra)} steps, {seconds:.0f}s")
   pool = _time_pool(main + extra, seconds, settings)
   _measure_graphs(main)
@@ -233,14 +241,7 @@ def run_one_thread(shape: shapes.Shape, seconds: float,
   # unless each asks for threads of its own.
   config.use_per_session_threads = True
   config.inter_op_parallelism_threads = 1
-  contenders = []
-  for name in ONE_THREAD:
-    if name in impls.FLOORS:
-      contenders += _floor_contenders(shape, config, names=(name,))
-    else:
-      impl = impls.BY_NAME[name]
-      contenders.append(Contender(name, impl.label, steps.build(
-          _make_loss(shape, shape.size), impls.train_op_of(impl), config)))
+  contenders = _contenders(shape, ONE_THREAD, config)
   pool = _time_pool(contenders, seconds, settings)
   for c in contenders:
     c.step.close()

@@ -28,8 +28,9 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
   `compute_gradients` multiplies the loss by the manager's scale S and returns
   gradients multiplied back by 1/S, so anything before `apply_gradients`
   sees true gradients. A step with any NaN/Inf gradient is skipped entirely
-  (no variable, slot or `global_step` moves) and the manager learns of it. This is `tf.contrib.mixed_precision`'s design
-  without its bugs (docs: Migrating from contrib).
+  (no variable, slot or `global_step` moves) and the manager learns of it.
+  This is `tf.contrib.mixed_precision`'s design without its bugs (docs:
+  Migrating from contrib).
 
   Take gradients from this optimizer's `compute_gradients` (or
   `get_unscaled_gradients`): `apply_gradients` refuses gradients of a loss
@@ -248,7 +249,6 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
 
   def variables(self) -> List[tf.Variable]:
     """The inner optimizer's variables, scale state and any accumulators."""
-    accumulators = ([] if self._accumulator is None else
-                    self._accumulator.variables())
+    accumulators = self._accumulator.variables() if self._accumulator else []
     return self._opt.variables() + self._manager.variables() + accumulators
 
