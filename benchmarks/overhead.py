@@ -5,13 +5,13 @@
 
 For each model shape, bare Adam, TF's built-in wrapper, ours and the two
 floors (`implementations.FLOORS`) are built in their own graphs and Sessions
-and timed in interleaved rounds (`benchmarks.timing`). Then graph size and
-step memory (`benchmarks.graph_cost`), the first shape again with one
-inter-op thread (what the barrier floor costs without a second thread to
-overlap updates with backprop), the same steps under XLA, and the dynamic
-scale's update with and without its mutex (`benchmarks.micro`). The report
-goes to stdout and to the file; the section `benchmarks/scaling.py` writes
-there is kept.
+and timed in interleaved rounds, as one pool (`benchmarks.pools`). Then
+graph size and step memory (`benchmarks.graph_cost`), the first shape again
+with one inter-op thread (what the barrier floor costs without a second
+thread to overlap updates with backprop), the same steps under XLA, and the
+dynamic scale's update with and without its mutex (`benchmarks.micro`).
+The report goes to stdout and to the file; the section
+`benchmarks/scaling.py` writes there is kept.
 
 `--retired` also times the designs the library left behind
 (`benchmarks.variants`: other finite checks and gates, rebuilt from public
@@ -21,13 +21,10 @@ times one round of each pool, to check that the benchmark runs.
 """
 
 import argparse
-import contextlib
-import dataclasses
 import os
-import statistics
 import sys
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Run as a script (`make bench`), this file's folder is on sys.path, not the
@@ -39,6 +36,7 @@ import tensorflow as tf  # After the sys.path line above, as all below.
 from benchmarks import graph_cost
 from benchmarks import implementations as impls
 from benchmarks import micro
+from benchmarks import pools
 from benchmarks import report
 from benchmarks import scaling_report
 from benchmarks import sections
@@ -46,7 +44,6 @@ from benchmarks import shapes
 from benchmarks import steps
 from benchmarks import targets
 from benchmarks import timing
-from benchmarks import variants
 
 # Share of the timing budget per part; graph building and counting come on top.
 SHARES = {"many_small": 0.30, "wide": 0.18, "embedding": 0.14, "xla": 0.18,
@@ -55,115 +52,17 @@ XLA_IMPLEMENTATIONS = ("bare", "tf_dynamic", "ours_contrib", "ours_tf2")
 # Timed again with one inter-op thread, on the first shape: with no second
 # thread to run updates during backprop, holding them back loses no overlap.
 ONE_THREAD = ("bare", "floor_barrier", "ours_contrib")
-# Step memory depends on the order the executor happens to run ops in; the
-# median over a few traced steps is steadier than one.
-TRACED_STEPS = 5
-
-
-@dataclasses.dataclass(frozen=True)
-class Settings:
-  """What the command line asked for."""
-  retired: bool = False
-  min_rounds: int = timing.MIN_ROUNDS
-
-
-@dataclasses.dataclass
-class Contender:
-  """Something timed in a shape's pool, and what was measured about it."""
-  name: str
-  label: str
-  step: steps.Step
-  reference: str = "bare"
-  counterpart: Optional[str] = None
-  built_ops: int = 0
-  run_ops: int = 0
-  peak_bytes: int = 0
 
 
 def _log(message: str) -> None:
   print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def _make_loss(shape: shapes.Shape, size: int):
-  return lambda: shape.build(size)
-
-
-def _main_contenders(shape: shapes.Shape, scope=None) -> List[Contender]:
-  names = (XLA_IMPLEMENTATIONS if scope else
-           [impl.name for impl in impls.IMPLEMENTATIONS])
-  out = []
-  for name in names:
-    impl = impls.BY_NAME[name]
-    step = steps.build(_make_loss(shape, shape.size), impls.train_op_of(impl),
-                       scope=scope or contextlib.nullcontext)
-    out.append(Contender(name, impl.label, step, counterpart=impl.counterpart))
-  return out
-
-
-def _contenders(shape: shapes.Shape, names: Sequence[str],
-                config: Optional[tf.compat.v1.ConfigProto] = None
-                ) -> List[Contender]:
-  """`names` of `impls.IMPLEMENTATIONS` or `impls.FLOORS`, built on `shape`."""
-  out = []
-  for name in names:
-    if name in impls.FLOORS:
-      label, make = impls.FLOORS[name], impls.floor_of(name)
-    else:
-      label, make = impls.BY_NAME[name].label, impls.train_op_of(
-          impls.BY_NAME[name])
-    out.append(Contender(name, label, steps.build(
-        _make_loss(shape, shape.size), make, config)))
-  return out
-
-
-def _idea_contenders(shape: shapes.Shape, main: List[Contender],
-                     settings: Settings) -> List[Contender]:
-  steps_of = {c.name: c.step for c in main}
-  out = []
-  for idea in variants.IDEAS if settings.retired else ():
-    if shape.name not in idea.shapes:
-      continue
-    config = steps.session_config(idea.grappler)
-    if idea.same_graph_as:
-      step = steps_of[idea.same_graph_as].in_new_session(config)
-    else:
-      step = steps.build(_make_loss(shape, shape.size), idea.make_train_op,
-                         config, idea.scope)
-    out.append(Contender(idea.name, idea.label, step, idea.reference))
-  return out
-
-
-def _time_pool(contenders: List[Contender], seconds: float,
-               settings: Settings) -> report.Pool:
-  rounds = timing.interleaved({c.name: c.step.run for c in contenders},
-                              seconds, min_rounds=settings.min_rounds)
-  rows = {}
-  for c in contenders:
-    rows[c.name] = report.Row(
-        name=c.name, label=c.label,
-        step_ms=timing.step_seconds(rounds, c.name) * 1e3,
-        vs_reference=timing.ratio(rounds, c.name, c.reference),
-        reference=c.reference,
-        vs_counterpart=(timing.ratio(rounds, c.name, c.counterpart)
-                        if c.counterpart else None),
-        all_applied=c.step.steps_applied() == c.step.runs)
-  return report.Pool(rows=rows, rounds=len(next(iter(rounds.values()))))
-
-
-def _measure_graphs(contenders: List[Contender]) -> None:
-  for c in contenders:
-    c.built_ops = graph_cost.built_ops(c.step.graph)
-    c.run_ops = c.step.measure(graph_cost.run_ops)
-    c.peak_bytes = int(statistics.median(
-        c.step.measure(graph_cost.step_peak_bytes)
-        for _ in range(TRACED_STEPS)))
-
-
-def _ops_lines(shape: shapes.Shape, measured: Dict[str, Contender]):
+def _ops_lines(shape: shapes.Shape, measured: Dict[str, pools.Contender]):
   """Per implementation: lines of built and run ops added vs. variables."""
   other = {}
   for impl in impls.IMPLEMENTATIONS:
-    step = steps.build(_make_loss(shape, shape.other_size),
+    step = steps.build(pools.make_loss(shape, shape.other_size),
                        impls.train_op_of(impl))
     other[impl.name] = (graph_cost.built_ops(step.graph),
                         step.measure(graph_cost.run_ops),
@@ -185,16 +84,15 @@ def _ops_lines(shape: shapes.Shape, measured: Dict[str, Contender]):
 
 
 def run_shape(shape: shapes.Shape, seconds: float,
-              settings: Settings) -> report.ShapeResult:
+              settings: pools.Settings) -> report.ShapeResult:
   _log(f"{shape.name}: building {shape.label}")
-  main = _main_contenders(shape)
-  extra = (_contenders(shape, list(impls.FLOORS)) +
-           _idea_contenders(shape, main, settings))
+  main = pools.contenders(shape, [i.name for i in impls.IMPLEMENTATIONS])
+  extra = (pools.contenders(shape, list(impls.FLOORS)) +
+           pools.retired_contenders(shape, main, settings))
   _log(f"{shape.name}: timing {len(main) + len(extra)} steps, {seconds:.0f}s")
-  pool = _time_pool(main + extra, seconds, settings)
-  _measure_graphs(main)
-  for c in main + extra:
-    c.step.close()
+  pool = pools.time_pool(main + extra, seconds, settings)
+  pools.measure_graphs(main)
+  pools.close(main + extra)
   by_name = {c.name: c for c in main}
   lines = _ops_lines(shape, by_name)
   return report.ShapeResult(
@@ -208,8 +106,9 @@ def count_distinct(shape: shapes.Shape) -> Dict[str, tuple]:
   _log("distinct shapes: counting ops")
   measured = {}
   for impl in impls.IMPLEMENTATIONS:
-    step = steps.build(_make_loss(shape, shape.size), impls.train_op_of(impl))
-    measured[impl.name] = Contender(impl.name, impl.label, step,
+    step = steps.build(pools.make_loss(shape, shape.size),
+                       impls.train_op_of(impl))
+    measured[impl.name] = pools.Contender(impl.name, impl.label, step,
                                     built_ops=graph_cost.built_ops(step.graph),
                                     run_ops=step.measure(graph_cost.run_ops))
     step.close()
@@ -217,22 +116,22 @@ def count_distinct(shape: shapes.Shape) -> Dict[str, tuple]:
 
 
 def run_xla(family: List[shapes.Shape], seconds: float,
-            settings: Settings) -> Dict[str, report.Pool]:
-  pools = {}
+            settings: pools.Settings) -> Dict[str, report.Pool]:
+  timed = {}
   for shape in family:
     _log(f"XLA: building and compiling {shape.name}")
-    contenders = _main_contenders(shape, scope=tf.xla.experimental.jit_scope)
-    for c in contenders:
+    pool = pools.contenders(shape, XLA_IMPLEMENTATIONS,
+                            scope=tf.xla.experimental.jit_scope)
+    for c in pool:
       c.step.run()  # Compiles.
     _log(f"XLA: timing {shape.name} for {seconds:.0f}s")
-    pools[shape.name] = _time_pool(contenders, seconds, settings)
-    for c in contenders:
-      c.step.close()
-  return pools
+    timed[shape.name] = pools.time_pool(pool, seconds, settings)
+    pools.close(pool)
+  return timed
 
 
 def run_one_thread(shape: shapes.Shape, seconds: float,
-                   settings: Settings) -> report.Pool:
+                   settings: pools.Settings) -> report.Pool:
   """Times `ONE_THREAD` on `shape`, each Session with one inter-op thread."""
   _log(f"{shape.name}, one inter-op thread: timing {len(ONE_THREAD)} steps, "
        f"{seconds:.0f}s")
@@ -241,11 +140,10 @@ def run_one_thread(shape: shapes.Shape, seconds: float,
   # unless each asks for threads of its own.
   config.use_per_session_threads = True
   config.inter_op_parallelism_threads = 1
-  contenders = _contenders(shape, ONE_THREAD, config)
-  pool = _time_pool(contenders, seconds, settings)
-  for c in contenders:
-    c.step.close()
-  return pool
+  pool = pools.contenders(shape, ONE_THREAD, config)
+  timed = pools.time_pool(pool, seconds, settings)
+  pools.close(pool)
+  return timed
 
 
 def main(argv=None) -> int:
@@ -262,7 +160,7 @@ def main(argv=None) -> int:
   parser.add_argument("--smoke", action="store_true",
                       help="tiny models, one round per pool")
   args = parser.parse_args(argv)
-  settings = Settings(retired=args.retired,
+  settings = pools.Settings(retired=args.retired,
                       min_rounds=1 if args.smoke else timing.MIN_ROUNDS)
   family = list(shapes.SHAPES.values())
   distinct = shapes.DISTINCT
