@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 import mp_optimizer
+from mp_optimizer._internal import tensors
 from mp_optimizer._step import gate as gating
 from benchmarks import implementations
 
@@ -25,8 +26,7 @@ Gate = Callable[[tf.Tensor, Callable[[], tf.Operation]], tf.Operation]
 
 
 def _values(grads) -> List[tf.Tensor]:
-  return [g.values if isinstance(g, tf.IndexedSlices) else g
-          for g in grads if g is not None]
+  return [tensors.values(g) for g in grads if g is not None]
 
 
 def per_gradient_is_finite(grads) -> tf.Tensor:
@@ -110,12 +110,15 @@ def assembled(check: Check, gate: Gate,
 
 @contextlib.contextmanager
 def tf1_control_flow() -> Iterator[None]:
-  """Builds `tf.cond` as TF1 did (Switch/Merge ops), then switches back."""
+  """Builds `tf.cond` as TF1 did (Switch/Merge ops), then restores the
+  setting it found."""
+  was_v2 = v1.control_flow_v2_enabled()
   v1.disable_control_flow_v2()
   try:
     yield
   finally:
-    v1.enable_control_flow_v2()
+    if was_v2:
+      v1.enable_control_flow_v2()
 
 
 
