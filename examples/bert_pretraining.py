@@ -1,9 +1,9 @@
 """A BERT-style pre-training loop: fp16, loss scaling, clipping, accumulation.
 
-A two-layer transformer encoder learns a masked-token task on generated data
-(sequences draw from one of a few topics and repeat their first half, so a
-masked token can be guessed from the topic and read off its twin). Variables are float32 master weights; matmuls, attention and the
-feed-forward run in float16; LayerNorm and softmax statistics in float32.
+A two-layer transformer encoder (`examples/bert_model.py`) learns a
+masked-token task on generated data. Variables are float32 master weights;
+matmuls, attention and the feed-forward run in float16; LayerNorm and
+softmax statistics in float32.
 The optimizer is BERT's recipe on top of `mp_optimizer`:
 
     LossScaleOptimizer(AdamWeightDecay(...), manager,
@@ -31,76 +31,9 @@ import tensorflow as tf
 from mp_optimizer import managers
 import mp_optimizer
 from examples import adamw
+from examples import bert_model
 
 v1 = tf.compat.v1
-F16 = tf.float16
-VOCAB, MASK_ID, LENGTH, HIDDEN, HEADS, LAYERS = 201, 0, 32, 64, 4, 2
-
-
-def generate(rng, batch):
-  """Token ids [batch, LENGTH], masked copies, and the mask (15%).
-
-  Each sequence draws its first half from one of 8 topics (25 token ids
-  each) and repeats it: a masked token is guessable from the topic (loss
-  ln 25 = 3.2 instead of ln 200 = 5.3) and readable from its twin.
-  """
-  topics = rng.randint(0, 8, size=(batch, 1))
-  half = 1 + topics * 25 + rng.randint(0, 25, size=(batch, LENGTH // 2))
-  tokens = np.concatenate([half, half], axis=1)
-  mask = rng.rand(batch, LENGTH) < 0.15
-  return tokens, np.where(mask, MASK_ID, tokens), mask.astype(np.float32)
-
-
-def dense(x, units, name):
-  w = v1.get_variable(f"{name}/kernel", [x.shape[-1], units],
-                      initializer=v1.truncated_normal_initializer(stddev=0.02))
-  b = v1.get_variable(f"{name}/bias", [units], initializer=v1.zeros_initializer())
-  return tf.tensordot(x, tf.cast(w, F16), 1) + tf.cast(b, F16)
-
-
-def layer_norm(x, name):
-  """LayerNorm in float32, returned in float16."""
-  x = tf.cast(x, tf.float32)
-  mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
-  gamma = v1.get_variable(f"{name}/LayerNorm/gamma", [HIDDEN],
-                          initializer=v1.ones_initializer())
-  beta = v1.get_variable(f"{name}/LayerNorm/beta", [HIDDEN],
-                         initializer=v1.zeros_initializer())
-  return tf.cast((x - mean) * tf.math.rsqrt(var + 1e-12) * gamma + beta, F16)
-
-
-def encoder_layer(h, name):
-  def heads(t):
-    return tf.transpose(tf.reshape(t, [-1, LENGTH, HEADS, HIDDEN // HEADS]),
-                        [0, 2, 1, 3])
-
-  q, k, v = (heads(dense(h, HIDDEN, f"{name}/{n}")) for n in "qkv")
-  logits = tf.matmul(q, k, transpose_b=True) / np.sqrt(HIDDEN // HEADS)
-  weights = tf.cast(tf.nn.softmax(tf.cast(logits, tf.float32)), F16)
-  context = tf.reshape(tf.transpose(tf.matmul(weights, v), [0, 2, 1, 3]),
-                       [-1, LENGTH, HIDDEN])
-  h = layer_norm(h + dense(context, HIDDEN, f"{name}/attention_output"),
-                 f"{name}/attention")
-  ffn = dense(tf.nn.gelu(dense(h, 4 * HIDDEN, f"{name}/intermediate")),
-              HIDDEN, f"{name}/output")
-  return layer_norm(h + ffn, f"{name}/output")
-
-
-def masked_lm_loss(inputs, targets, mask):
-  table = v1.get_variable("embeddings/word", [VOCAB, HIDDEN],
-                          initializer=v1.truncated_normal_initializer(stddev=0.02))
-  position = v1.get_variable("embeddings/position", [LENGTH, HIDDEN],
-                             initializer=v1.truncated_normal_initializer(
-                                 stddev=0.02))
-  h = layer_norm(tf.cast(tf.gather(table, inputs) + position, F16),
-                 "embeddings")
-  for i in range(LAYERS):
-    h = encoder_layer(h, f"encoder/layer_{i}")
-  logits = tf.cast(tf.tensordot(h, tf.cast(table, F16), [[2], [1]]),
-                   tf.float32)
-  per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets,
-                                                             logits=logits)
-  return tf.reduce_sum(per_token * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
 
 
 def learning_rate(global_step, args, peak=1e-3, warmup_share=0.1):
@@ -141,10 +74,10 @@ def train(name: str, args: argparse.Namespace) -> dict:
   rng = np.random.RandomState(0)
   with tf.Graph().as_default():
     v1.set_random_seed(0)
-    inputs = v1.placeholder(tf.int32, [None, LENGTH])
-    targets = v1.placeholder(tf.int32, [None, LENGTH])
-    mask = v1.placeholder(tf.float32, [None, LENGTH])
-    loss = masked_lm_loss(inputs, targets, mask)
+    inputs = v1.placeholder(tf.int32, [None, bert_model.LENGTH])
+    targets = v1.placeholder(tf.int32, [None, bert_model.LENGTH])
+    mask = v1.placeholder(tf.float32, [None, bert_model.LENGTH])
+    loss = bert_model.masked_lm_loss(inputs, targets, mask)
     global_step = v1.train.get_or_create_global_step()
     opt = mp_optimizer.LossScaleOptimizer(
         adamw.AdamWeightDecay(learning_rate(global_step, args),
@@ -166,7 +99,7 @@ def train(name: str, args: argparse.Namespace) -> dict:
       sess.run(v1.global_variables_initializer())
       start = time.time()
       for micro_step in range(1, args.micro_steps + 1):
-        tokens, masked, weights = generate(rng, args.batch_size)
+        tokens, masked, weights = bert_model.generate(rng, args.batch_size)
         _, value = sess.run([train_op, loss], {inputs: masked,
                                                targets: tokens, mask: weights})
         state = sess.run(after_step)  # What the micro-step just stored.
@@ -245,9 +178,11 @@ def main():
                       help="where the comparison's picture goes ('' for "
                            "none); needs matplotlib")
   args = parser.parse_args()
-  print(f"encoder: {LAYERS} layers, hidden {HIDDEN}, {HEADS} heads, "
-        f"sequence {LENGTH}; micro-batch {args.batch_size} x "
-        f"{args.accumulation} accumulated, global-norm clip 1.0")
+  model = bert_model
+  print(f"encoder: {model.LAYERS} layers, hidden {model.HIDDEN}, "
+        f"{model.HEADS} heads, sequence {model.LENGTH}; micro-batch "
+        f"{args.batch_size} x {args.accumulation} accumulated, global-norm "
+        "clip 1.0")
   names = sorted(MANAGERS) if args.manager == "compare" else [args.manager]
   results = {name: train(name, args) for name in names}
   for name, result in results.items():
