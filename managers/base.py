@@ -6,6 +6,7 @@ from typing import List, Union
 import tensorflow as tf
 
 from mp_optimizer._internal import tracking
+from mp_optimizer._internal import validation
 
 
 def check_finite_flag(finite_grads: tf.Tensor) -> tf.Tensor:
@@ -19,7 +20,7 @@ def check_finite_flag(finite_grads: tf.Tensor) -> tf.Tensor:
     raise TypeError(
         "`finite_grads` must be a scalar boolean tf.Tensor (for example from "
         "`managers.all_finite(grads)`), got "
-        f"{finite_grads!r} (type {type(finite_grads).__name__}).")
+        f"{validation.describe(finite_grads)}.")
   if finite_grads.shape.rank not in (None, 0):
     raise ValueError(
         f"`finite_grads` must be a scalar, got shape {finite_grads.shape}.")

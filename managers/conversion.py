@@ -67,5 +67,5 @@ def get(identifier: Any) -> base.LossScaleManager:
   hint = (" A bool is not a loss scale." if isinstance(identifier, bool) else
           " NumPy numbers: pass float(x)." if isinstance(identifier, numbers.Real)
           else "")
-  raise ValueError(f"`loss_scale` must be {_ACCEPTED}; got {identifier!r} "
-                   f"(type {type(identifier).__name__}).{hint}")
+  raise ValueError(f"`loss_scale` must be {_ACCEPTED}; got "
+                   f"{validation.describe(identifier)}.{hint}")

@@ -113,10 +113,6 @@ class FixedLossScale(LossScale, fixed.FixedLossScaleManager):
       config["skip_nonfinite_steps"] = False
     return config
 
-  def __repr__(self) -> str:
-    skip = "" if self._skip else ", skip_nonfinite_steps=False"
-    return f"FixedLossScale({self._loss_scale!r}{skip})"
-
 
 class _Default(int):
   """An int default that `_alias` can tell apart from the same number passed.

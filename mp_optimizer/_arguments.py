@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 from mp_optimizer.errors import ArgumentTypeError
+from mp_optimizer._internal import validation
 
 _OPTIMIZER = tf.compat.v1.train.Optimizer
 _TF_WRAPPER = tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer
@@ -57,10 +58,6 @@ class ClassSignature:
     return signature.replace(parameters=[
         p.replace(default=p.empty) if p.default is REQUIRED else p
         for p in parameters])
-
-
-def _describe(value: Any) -> str:
-  return f"{value!r} (type {type(value).__name__})"
 
 
 def _is_loss_scale(value: Any) -> bool:
@@ -105,13 +102,13 @@ def check_optimizer(api: str, opt: Any, second: Any) -> None:
           f"`opt` is already a {type(opt).__name__}; wrapping it again would "
           "scale the loss twice. Pass the optimizer it wraps instead "
           "(`opt.inner_optimizer` for ours), got "
-          f"{_describe(opt)}.")
+          f"{validation.describe(opt)}.")
     if isinstance(opt, tf.compat.v1.train.SyncReplicasOptimizer):
       raise ValueError(
           "`opt` is a SyncReplicasOptimizer, whose chief applies gradients "
           "from a queue runner that cannot see this step's finite check. "
           "Wrap the other way round: SyncReplicasOptimizer("
-          f"{api}(opt, ...), ...). Got {_describe(opt)}.")
+          f"{api}(opt, ...), ...). Got {validation.describe(opt)}.")
     return
   if isinstance(second, _OPTIMIZER) and _is_loss_scale(opt):
     shown = (repr(opt) if isinstance(opt, (str, int, float))
@@ -119,15 +116,16 @@ def check_optimizer(api: str, opt: Any, second: Any) -> None:
     raise ArgumentTypeError(
         f"The arguments of {api} are swapped: it takes the optimizer first, "
         f"then the loss scale, as in {api}(opt, {shown}); got "
-        f"opt={_describe(opt)}.")
+        f"opt={validation.describe(opt)}.")
   if isinstance(opt, type) and issubclass(opt, _OPTIMIZER):
     raise ArgumentTypeError(
         f"`opt` must be an optimizer instance, got the class {opt.__name__}. "
         f"Create one first, e.g. {api}({opt.__name__}(learning_rate=1e-3), "
         "...).")
   raise ArgumentTypeError(
-      f"`opt` must be a tf.compat.v1.train.Optimizer, got {_describe(opt)}. "
-      "For a Keras optimizer use tf.keras.mixed_precision.LossScaleOptimizer.")
+      "`opt` must be a tf.compat.v1.train.Optimizer, got "
+      f"{validation.describe(opt)}. For a Keras optimizer use "
+      "tf.keras.mixed_precision.LossScaleOptimizer.")
 
 
 def check_manager(api: str, manager: Any) -> None:
@@ -152,15 +150,16 @@ def check_manager(api: str, manager: Any) -> None:
         f"{manager.__name__}: call it to create one ({manager.__name__}(...)).")
   if isinstance(manager, (str, int, float, _TF_LOSS_SCALE)):
     raise ArgumentTypeError(
-        f"`loss_scale_manager` must be a managers.LossScaleManager, got "
-        f"{_describe(manager)}. For 'dynamic', a number or TensorFlow's loss "
-        "scales use mp_optimizer.MixedPrecisionLossScaleOptimizer(opt, "
+        "`loss_scale_manager` must be a managers.LossScaleManager, got "
+        f"{validation.describe(manager)}. For 'dynamic', a number or "
+        "TensorFlow's loss scales use "
+        "mp_optimizer.MixedPrecisionLossScaleOptimizer(opt, "
         f"{manager!r}); {api} (contrib's constructor) takes a manager such "
         f"as {example}.")
   raise ArgumentTypeError(
       _foreign_manager_message("loss_scale_manager", manager) or
       "`loss_scale_manager` must be a managers.LossScaleManager (e.g. "
-      f"{example}), got {_describe(manager)}.")
+      f"{example}), got {validation.describe(manager)}.")
 
 
 def check_loss_scale(api: str, loss_scale: Any) -> None:

@@ -11,6 +11,7 @@ import tensorflow as tf
 from mp_optimizer import _arguments
 from mp_optimizer.errors import ArgumentTypeError
 from mp_optimizer._internal import tf_private
+from mp_optimizer._internal import validation
 from mp_optimizer import managers
 from mp_optimizer import optimizer as optimizer_lib
 
@@ -178,7 +179,7 @@ def _check_keras_arguments(opt: Any, loss_scale: Any) -> None:
         "`opt` must be a tf.compat.v1.train.Optimizer or a Keras optimizer "
         "that TensorFlow's graph rewrite wraps (an OptimizerV2: "
         "tf.keras.optimizers.legacy, up to TensorFlow 2.15), got "
-        f"{opt!r} (type {type(opt).__name__})." + keras_hint)
+        f"{validation.describe(opt)}." + keras_hint)
   if isinstance(loss_scale, managers.LossScaleManager):
     raise ValueError(
         "With a Keras optimizer, `loss_scale` goes to Keras's "

@@ -172,13 +172,9 @@ class PerGraphVariables:
     `variable_scope("scope")`). With no graph (eager), or inside
     `deferred_state()`, nothing is made until `get` is called.
     """
-    if _DEFERRED.get():
-      return
-    with tf.init_scope():
-      if tf.executing_eagerly():
-        return
-      graph = tf.compat.v1.get_default_graph()
-    self._create_in_context(graph, root_scope=False)
+    graph = None if _DEFERRED.get() else tensors.outer_graph()
+    if graph is not None:
+      self._create_in_context(graph, root_scope=False)
 
   def get(self, api: str) -> Dict[str, tf.Variable]:
     """Returns this graph's variables by name, creating them on first use.
@@ -211,7 +207,7 @@ class PerGraphVariables:
     return found
 
   def _create_in_context(self, graph: tf.Graph, root_scope: bool) -> None:
-    if tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context():
+    if tf.distribute.has_strategy() and not tensors.in_cross_replica_context():
       tf.distribute.get_replica_context().merge_call(
           lambda _: self._create(graph, root_scope))
     else:
@@ -219,10 +215,8 @@ class PerGraphVariables:
 
   def existing(self) -> Dict[str, tf.Variable]:
     """Returns this graph's variables if they exist yet, else an empty dict."""
-    with tf.init_scope():
-      if tf.executing_eagerly():
-        return {}
-      return dict(self._by_graph.get(tf.compat.v1.get_default_graph(), {}))
+    graph = tensors.outer_graph()
+    return {} if graph is None else dict(self._by_graph.get(graph, {}))
 
   def _create(self, graph: tf.Graph, root_scope: bool) -> None:
     if graph in self._by_graph:  # A merge_call from another replica got here.

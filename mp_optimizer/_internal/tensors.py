@@ -23,22 +23,26 @@ _EAGER_MESSAGE = (
     "`tf.keras.mixed_precision.LossScaleOptimizer` instead.")
 
 
+def outer_graph() -> Optional[tf.Graph]:
+  """The outermost graph (what `tf.init_scope` lifts variable creation into),
+  or None when that context is eager (TF2's default, or `tf.function`)."""
+  with tf.init_scope():
+    return None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
+
+
 def require_graph(api: str) -> tf.Graph:
-  """Returns the graph that owns variables made now, or raises if eager.
+  """Returns `outer_graph()`, the graph that owns variables made now.
 
   Args:
     api: The public name of the caller, quoted in the error.
 
-  Returns:
-    The outermost graph (what `tf.init_scope` lifts variable creation into).
-
   Raises:
-    RuntimeError: If that context is eager (TF2's default, or `tf.function`).
+    RuntimeError: If there is no such graph: the outermost context is eager.
   """
-  with tf.init_scope():
-    if tf.executing_eagerly():
-      raise RuntimeError(_EAGER_MESSAGE.format(api=api))
-    return tf.compat.v1.get_default_graph()
+  graph = outer_graph()
+  if graph is None:
+    raise RuntimeError(_EAGER_MESSAGE.format(api=api))
+  return graph
 
 
 # Frames in these folders are not the user's code a warning points at.

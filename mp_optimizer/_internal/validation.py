@@ -15,7 +15,8 @@ FLOAT32_MAX = 3.4028234663852886e38
 MAX_STEP_COUNT = 2**63 - 1
 
 
-def _describe(value: Any) -> str:
+def describe(value: Any) -> str:
+  """`value` as an error message shows what it received: repr and type."""
   return f"{value!r} (type {type(value).__name__})"
 
 
@@ -31,7 +32,7 @@ def check_real(name: str, value: Any) -> float:
   """
   if isinstance(value, bool) or not isinstance(value, numbers.Real):
     raise TypeError(
-        f"`{name}` must be a Python int or float, got {_describe(value)}.")
+        f"`{name}` must be a Python int or float, got {describe(value)}.")
   value = float(value)
   if not math.isfinite(value):
     raise ValueError(f"`{name}` must be finite, got {value}.")
@@ -70,7 +71,7 @@ def check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
   """Checks that `value` is an int >= `minimum` (bools and floats rejected)."""
   if isinstance(value, bool) or not isinstance(value, numbers.Integral):
     raise TypeError(
-        f"`{name}` must be a positive Python int, got {_describe(value)}.")
+        f"`{name}` must be a positive Python int, got {describe(value)}.")
   if value < minimum:
     raise ValueError(f"`{name}` must be >= {minimum}, got {value}.")
   return int(value)
@@ -109,7 +110,7 @@ def check_step_count(name: str, value: Any) -> int:
 def check_bool(name: str, value: Any) -> bool:
   """Checks that `value` is a Python bool."""
   if not isinstance(value, bool):
-    raise TypeError(f"`{name}` must be True or False, got {_describe(value)}.")
+    raise TypeError(f"`{name}` must be True or False, got {describe(value)}.")
   return value
 
 
@@ -124,7 +125,7 @@ def check_choice(name: str, value: Any, choices: tuple) -> Any:
   kind = type(choices[0])
   if not isinstance(value, kind):
     raise TypeError(f"`{name}` must be a {kind.__name__}, one of {allowed}; "
-                    f"got {_describe(value)}.")
+                    f"got {describe(value)}.")
   if value not in choices:
     raise ValueError(f"`{name}` must be one of {allowed}, got {value!r}.")
   return value

@@ -35,18 +35,23 @@ train op of the same optimizer gets `gradient_accumulation_1/...`).
 """
 
 import weakref
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
+from mp_optimizer._internal import tensors
 from mp_optimizer._internal import tracking
 from mp_optimizer._internal import validation
 from mp_optimizer._step import gate
 
 _PREFIX = "gradient_accumulation"
+# One window's state: accumulators by variable ref, and the micro-step counter.
+Window = Tuple[Dict[object, tf.Variable], tf.Variable]
+# (mean (gradient, variable) pairs, gate pivot) -> the inner apply's op.
+Apply = Callable[[tensors.GradsAndVars, tf.Tensor], tf.Operation]
 
 
-def check_steps(steps):
+def check_steps(steps: Optional[int]) -> Optional[int]:
   """Validates `gradient_accumulation_steps`: None, or an int >= 2."""
   if steps is None:
     return None
@@ -54,7 +59,7 @@ def check_steps(steps):
                                         minimum=2)
 
 
-def _accumulator_dtype(var) -> tf.DType:
+def _accumulator_dtype(var: tf.Variable) -> tf.DType:
   return tf.float64 if var.dtype.base_dtype == tf.float64 else tf.float32
 
 
@@ -76,14 +81,12 @@ class GradientAccumulator:
 
   def variables(self) -> List[tf.Variable]:
     """The current graph's accumulators and counters (none before use)."""
-    with tf.init_scope():
-      if tf.executing_eagerly():
-        return []
-      windows = self._by_graph.get(tf.compat.v1.get_default_graph(), [])
+    graph = tensors.outer_graph()
+    windows = [] if graph is None else self._by_graph.get(graph, [])
     return [variable for accumulators, counter in windows
             for variable in (*accumulators.values(), counter)]
 
-  def _new_window(self, variables) -> Tuple[Dict, tf.Variable]:
+  def _new_window(self, variables: Sequence[tf.Variable]) -> Window:
     """Creates one train op's state (in cross-replica context)."""
     with tf.init_scope():
       graph = tf.compat.v1.get_default_graph()
@@ -110,8 +113,9 @@ class GradientAccumulator:
       windows.append((accumulators, counter))
       return accumulators, counter
 
-  def micro_step(self, strategy: tf.distribute.Strategy, grads_and_vars,
-                 apply: Callable) -> Callable[[], tf.Operation]:
+  def micro_step(self, strategy: tf.distribute.Strategy,
+                 grads_and_vars: tensors.GradsAndVars,
+                 apply: Apply) -> Callable[[tf.Tensor], tf.Operation]:
     """Returns a function that builds one finite micro-step.
 
     The state is made now, so that the returned function can run under the
@@ -150,18 +154,19 @@ class GradientAccumulator:
     with tf.control_dependencies([done]):
       return tf.raw_ops.ReadVariableOp(resource=handle, dtype=tf.int64)
 
-  def _build(self, strategy, pairs, accumulators, counter, apply, pivot):
+  def _build(self, strategy: tf.distribute.Strategy,
+             pairs: tensors.GradsAndVars,
+             accumulators: Dict[object, tf.Variable], counter: tf.Variable,
+             apply: Apply, pivot: tf.Tensor) -> tf.Operation:
 
-    def add(*grads):
+    def add(*grads: tensors.Gradient) -> tf.Operation:
       ops = []
       for grad, (_, var) in zip(grads, pairs):
         acc = accumulators[var.ref()]
-        if isinstance(grad, tf.IndexedSlices):
-          ops.append(acc.scatter_add(tf.IndexedSlices(
-              tf.cast(grad.values, acc.dtype) / self._steps, grad.indices)))
-        else:
-          ops.append(acc.assign_add(tf.cast(grad, acc.dtype) / self._steps,
-                                    read_value=False))
+        share = tensors.with_values(
+            grad, tf.cast(tensors.values(grad), acc.dtype) / self._steps)
+        ops.append(acc.scatter_add(share) if isinstance(share, tf.IndexedSlices)
+                   else acc.assign_add(share, read_value=False))
       return tf.group(*ops)
 
     added = gate.on_each_replica(strategy, pivot, add,
@@ -171,7 +176,7 @@ class GradientAccumulator:
     with tf.control_dependencies([counted]):
       count = counter.read_value()
 
-    def apply_window(window_pivot):
+    def apply_window(window_pivot: tf.Tensor) -> tf.Operation:
       # Each replica's accumulator is read and reset through its own
       # component, named explicitly: an ON_READ variable read in replica
       # context under control flow returned a stale value on the first of two
@@ -179,7 +184,8 @@ class GradientAccumulator:
       parts = [strategy.experimental_local_results(accumulators[v.ref()])
                for _, v in pairs]
 
-      def mean(components, var):
+      def mean(components: Sequence[tf.Variable], var: tf.Variable
+               ) -> Union[tf.Tensor, tf.distribute.DistributedValues]:
         local = [tf.cast(c.read_value(), var.dtype.base_dtype)
                  for c in components]
         # Replica ids are global; this worker holds len(local) of them, in

@@ -30,17 +30,14 @@ would differ from that of the gradient they add up to.
 """
 
 import dataclasses
-from typing import List, Optional, Tuple
+from typing import Optional, Tuple
 
 import tensorflow as tf
 
 from mp_optimizer._internal import tensors
 from mp_optimizer._internal import validation
 
-Gradients = List[Optional[object]]
-
-
-def _merge_duplicates(grad):
+def _merge_duplicates(grad: tensors.Gradient) -> tensors.Gradient:
   if not isinstance(grad, tf.IndexedSlices):
     return grad
   unique, positions = tf.unique(grad.indices)
@@ -70,7 +67,7 @@ def _norm_clip(grads: list, limit: float) -> list:
           for g, q, w in zip(grads, quotients, wide)]
 
 
-def _value_clip(grad, limit: float):
+def _value_clip(grad: tensors.Gradient, limit: float) -> tensors.Gradient:
   return tensors.with_values(
       grad, tf.clip_by_value(tensors.values(grad), -limit, limit))
 
@@ -91,7 +88,7 @@ class Clip:
     """True if the finite check must see the clipped gradients (norm clips)."""
     return self.option != "clipvalue"
 
-  def __call__(self, grads: Gradients) -> Gradients:
+  def __call__(self, grads: tensors.GradientList) -> tensors.GradientList:
     """Returns `grads` clipped (None entries kept, sparse kept sparse)."""
     merged = [None if g is None else _merge_duplicates(g) for g in grads]
     present = [g for g in merged if g is not None]
@@ -147,7 +144,8 @@ def _first_replica_only(grad: tensors.Gradient) -> tensors.Gradient:
 
 
 def reduce_and_clip(strategy: tf.distribute.Strategy, clip: Clip,
-                    pairs: tensors.GradsAndVars) -> Tuple:
+                    pairs: tensors.GradsAndVars
+                    ) -> Tuple[tensors.Gradient, ...]:
   """The gradients the update will use: clipped, and summed over replicas.
 
   With one replica, each gradient clipped. With several, the v1 inner
@@ -164,7 +162,7 @@ def reduce_and_clip(strategy: tf.distribute.Strategy, clip: Clip,
     grads = tuple(strategy.extended.batch_reduce_to(
         tf.distribute.ReduceOp.SUM, pairs))
 
-  def clip_local(*local):
+  def clip_local(*local: tensors.Gradient) -> Tuple[tensors.Gradient, ...]:
     local = clip(list(local))
     return tuple(_first_replica_only(g) for g in local) if several else tuple(
         local)

@@ -25,7 +25,7 @@ them, but the executor keeps each candidate tensor until the step's verdict
 is known, so a clean step may hold more memory (see BENCHMARKS.md).
 """
 
-from typing import List
+from typing import Any, Iterable, List
 
 import tensorflow as tf
 
@@ -36,7 +36,7 @@ _FLOATS = frozenset((tf.float16, tf.bfloat16, tf.float32, tf.float64))
 _KINDS = ("finite", "NaN", "Inf", "NaN+Inf")
 
 
-def candidates(grads) -> List[tf.Tensor]:
+def candidates(grads: Iterable[Any]) -> List[tf.Tensor]:
   """Float outputs of the ops the gradients and losses depend on, in order.
 
   The order is the order the ops were built: the forward pass, then the
@@ -83,7 +83,7 @@ def _describe(tensor: tf.Tensor) -> str:
           f"{tensor.dtype.base_dtype.name}, shape {shown})")
 
 
-def report(found: List[tf.Tensor], output_stream) -> tf.Operation:
+def report(found: List[tf.Tensor], output_stream: Any) -> tf.Operation:
   """Prints the first non-finite candidate; build on the skipped side."""
   with tf.name_scope("first_nonfinite_op"):
     codes = tf.stack([

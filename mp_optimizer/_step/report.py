@@ -82,7 +82,7 @@ class OverflowReport:  # Public as mp_optimizer.overflow.OverflowReport.
   output_stream: Any = sys.stderr
   first_nonfinite_op: bool = False
 
-  def __post_init__(self):
+  def __post_init__(self) -> None:
     validation.check_positive_int("max_variables", self.max_variables)
     validation.check_bool("first_nonfinite_op", self.first_nonfinite_op)
 
@@ -103,10 +103,11 @@ def check_option(value: Union[bool, OverflowReport, None]
   raise TypeError(
       "`overflow_report` must be True, False or an "
       "mp_optimizer.overflow.OverflowReport, got "
-      f"{value!r} (type {type(value).__name__}).")
+      f"{validation.describe(value)}.")
 
 
-def _local_gradients(grads) -> List[Tuple[str, tf.Tensor]]:
+def _local_gradients(grads: tensors.GradsAndVars
+                     ) -> List[Tuple[str, tf.Tensor]]:
   """(label prefix, tensor) for every non-None gradient on every replica."""
   strategy = (tf.distribute.get_strategy()
               if tensors.in_cross_replica_context() else None)
@@ -139,7 +140,8 @@ def _codes(tensors: List[tf.Tensor]) -> tf.Tensor:
     return tf.cast(nan, tf.int32) + 2 * tf.cast(inf, tf.int32)
 
 
-def _grouped_codes(labelled) -> Tuple[List[str], tf.Tensor]:
+def _grouped_codes(labelled: List[Tuple[str, tf.Tensor]]
+                   ) -> Tuple[List[str], tf.Tensor]:
   """Codes of all tensors, grouped by the finite check's rule.
 
   Same shape, dtype and device, and small enough that stacking costs little
@@ -163,8 +165,8 @@ def _host(tensor: tf.Tensor) -> str:
       device_type="CPU", device_index=0).to_string()
 
 
-def _report(settings: OverflowReport, prefix: str, grads,
-            scale: tf.Tensor) -> tf.Operation:
+def _report(settings: OverflowReport, prefix: str,
+            grads: tensors.GradsAndVars, scale: tf.Tensor) -> tf.Operation:
   labelled = _local_gradients(grads)
   labels, codes = _grouped_codes(labelled)
   with tf.device(_host(labelled[0][1])):  # String ops run on CPUs only.
@@ -189,7 +191,8 @@ def _report(settings: OverflowReport, prefix: str, grads,
 
 
 def when_skipped(settings: OverflowReport, prefix: str,
-                 count: Callable[[], tf.Operation], grads_and_vars,
+                 count: Callable[[], tf.Operation],
+                 grads_and_vars: tensors.GradsAndVars,
                  scale: tf.Tensor) -> Callable[[], tf.Operation]:
   """The skipped side of the step's gate: the skip count, and the report.
 
@@ -210,7 +213,7 @@ def when_skipped(settings: OverflowReport, prefix: str,
   found = (origin.candidates(g for g, _ in grads_and_vars)
            if settings.first_nonfinite_op else [])
 
-  def skipped():
+  def skipped() -> tf.Operation:
     with tf.name_scope("overflow_report"):
       report = _report(settings, prefix, grads_and_vars, scale)
       if found:

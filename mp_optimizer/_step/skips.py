@@ -115,8 +115,7 @@ def inside_control_flow(tensor: tf.Tensor) -> bool:
   v2 control flow builds branches and loop bodies as function graphs; v1
   control flow builds them in the same graph but marks their ops unfetchable.
   """
-  with tf.init_scope():
-    outer = tf.compat.v1.get_default_graph()
+  outer = tensors.outer_graph()
   return tensor.graph is not outer or not outer.is_fetchable(tensor.op)
 
 

@@ -42,6 +42,7 @@ import tensorflow as tf
 from mp_optimizer import managers
 from mp_optimizer.managers import amax
 from mp_optimizer._internal import tensors
+from mp_optimizer._internal import validation
 from mp_optimizer._internal.tensors import GradsAndVars
 from mp_optimizer._step import accumulation
 from mp_optimizer._step import clipping
@@ -84,8 +85,8 @@ def check_grads_and_vars(grads_and_vars: Iterable) -> GradsAndVars:
             isinstance(grad, numbers.Number) and not isinstance(grad, bool)):
       raise TypeError(
           "Gradient must be convertible to a Tensor or IndexedSlices, or "
-          f"None: the gradient for {getattr(var, 'name', var)} is {grad!r} "
-          f"(type {type(grad).__name__}); expected a tf.Tensor, "
+          f"None: the gradient for {getattr(var, 'name', var)} is "
+          f"{validation.describe(grad)}; expected a tf.Tensor, "
           "tf.IndexedSlices, tf.Variable, NumPy array or None.")
   converted = [(g if g is None or isinstance(g, (tf.Tensor, tf.IndexedSlices))
                 else tf.convert_to_tensor(g), v) for g, v in pairs]
@@ -204,8 +205,7 @@ def _telemetry(strategy: tf.distribute.Strategy, parts: Parts,
   # Inside control flow the step's tensors cannot be fetched: readers then
   # use the stored values.
   record.fetchable = not skips.inside_control_flow(step["skip_reason"])
-  with tf.init_scope():
-    telemetry.remember(tf.compat.v1.get_default_graph(), record)
+  telemetry.remember(tensors.outer_graph(), record)
   return record.write()
 
 

@@ -37,7 +37,7 @@ reset by an initializer), which `mp_optimizer.signals.precision()` and
 `add_summaries()` writes.
 """
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 import weakref
 
 import numpy as np
@@ -59,7 +59,7 @@ APPLIED, OVERFLOW, AT_FLOOR, MICRO_STEP = range(len(REASONS))
 _RECORDS = weakref.WeakKeyDictionary()
 
 
-def group_of(variable) -> str:
+def group_of(variable: tf.Variable) -> str:
   """The group a variable is counted in: its name without the last part."""
   name = variable.op.name if hasattr(variable, "op") else variable.name
   return name.rsplit("/", 1)[0] if "/" in name else name
@@ -85,7 +85,7 @@ def _blocks(values: Sequence[tf.Tensor]) -> List[Tuple[tf.Tensor, List[int]]]:
 
 
 def _local(grads: Sequence[tensors.Gradient], scale: tf.Tensor,
-           zeros: bool = True):
+           zeros: bool = True) -> Tuple[tf.Tensor, tf.Tensor]:
   """One replica's (amax, per-variable [sum of (g/amax)**2, zeros, size]).
 
   Without `zeros`, the per-variable rows hold only the sum of squares.
@@ -115,7 +115,8 @@ def _local(grads: Sequence[tensors.Gradient], scale: tf.Tensor,
   return amax, per_variable
 
 
-def measure(strategy: tf.distribute.Strategy, grads_and_vars,
+def measure(strategy: tf.distribute.Strategy,
+            grads_and_vars: tensors.GradsAndVars,
             scale: tf.Tensor) -> Dict[str, tf.Tensor]:
   """Headroom, norm (before the skip verdict) and zeros per group; see above.
 
@@ -158,7 +159,7 @@ def measure(strategy: tf.distribute.Strategy, grads_and_vars,
           "zero_share": tf.math.divide_no_nan(zeros, sizes, name="zero_share")}
 
 
-def skip_reason(finite: tf.Tensor, scale: tf.Tensor, manager,
+def skip_reason(finite: tf.Tensor, scale: tf.Tensor, manager: Any,
                 window_count: Optional[tf.Tensor]) -> tf.Tensor:
   """The step's `REASONS` code, int64."""
   floor = getattr(manager, "min_loss_scale", None)
@@ -177,7 +178,7 @@ def _variable(name: str, dtype: tf.DType, shape: Sequence[int]) -> tf.Variable:
       aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
 
 
-def _read(variable: tf.Variable, before_first_write) -> tf.Tensor:
+def _read(variable: tf.Variable, before_first_write: float) -> tf.Tensor:
   """A read of `variable`, or `before_first_write` until a step wrote it."""
   return tf.cond(tf.compat.v1.is_variable_initialized(variable),
                  variable.read_value,
