@@ -1,4 +1,6 @@
-"""Builds `mp_optimizer` and `managers`; the metadata is in pyproject.toml.
+"""Builds `mp_optimizer` (with `managers/` as `mp_optimizer.managers`).
+
+The metadata and the package layout are in pyproject.toml.
 
 Only the long description is made here: README.md links to files beside it
 (`[BENCHMARKS.md](BENCHMARKS.md)`), which would be dead links on a package

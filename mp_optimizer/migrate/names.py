@@ -104,11 +104,11 @@ LEGACY_NAMES: Dict[str, Target] = _build_names()
 
 def _build_converted() -> Dict[str, Target]:
   """This library's names for the legacy ones, as converted code spells them
-  (also the top-level `managers` package and `mp_optimizer.contrib`)."""
+  (also `mp_optimizer.contrib`)."""
   converted = {}
   for target in set(LEGACY_NAMES.values()):
     modules = (["mp_optimizer"] if target.package == "mp_optimizer" else
-               ["mp_optimizer.managers", "managers"])
+               ["mp_optimizer.managers"])
     if target.family == CONTRIB:
       modules.append("mp_optimizer.contrib")
     for module in modules:

@@ -61,21 +61,45 @@ def _resolve(name: str) -> str:
   return name
 
 
+def _absolute(module: str, node: ast.ImportFrom) -> str:
+  """The dotted module a `from ... import` names, relative ones resolved."""
+  if not node.level:
+    return node.module
+  package = module if MODULES[module].name == "__init__.py" else (
+      module.rsplit(".", 1)[0])
+  base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+  return f"{base}.{node.module}" if node.module else base
+
+
 def imports_of(module: str):
-  """The library modules that `module` imports (outside TYPE_CHECKING)."""
+  """The library modules that `module` imports, at any depth of its code.
+
+  Only the body of an `if TYPE_CHECKING:` is left out (annotations, never
+  run); its `else:` branch runs and counts. `importlib.import_module` and
+  `__import__` calls count too: a literal name is that import; a computed one
+  (a lazy-import table) makes every string in the module that names a
+  library module an import.
+  """
   tree = ast.parse(MODULES[module].read_text())
-  checking = [node for node in ast.walk(tree) if isinstance(node, ast.If)
-              and "TYPE_CHECKING" in ast.unparse(node.test)
-              and "not" not in ast.unparse(node.test)]
-  skipped = {id(n) for block in checking for n in ast.walk(block)}
+  skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+             and ast.unparse(node.test).split(".")[-1] == "TYPE_CHECKING"
+             for statement in node.body for n in ast.walk(statement)}
   found = set()
   for node in ast.walk(tree):
     if id(node) in skipped:
       continue
     if isinstance(node, ast.Import):
       names = [alias.name for alias in node.names]
-    elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-      names = [f"{node.module}.{alias.name}" for alias in node.names]
+    elif isinstance(node, ast.ImportFrom):
+      source = _absolute(module, node)
+      names = [f"{source}.{alias.name}" for alias in node.names]
+    elif (isinstance(node, ast.Call) and node.args and
+          ast.unparse(node.func) in ("importlib.import_module", "__import__")):
+      if isinstance(node.args[0], ast.Constant):
+        names = [str(node.args[0].value)]
+      else:
+        names = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+                 and n.value in MODULES]
     else:
       continue
     found |= {_resolve(n) for n in names if n.split(".")[0] == "mp_optimizer"}
@@ -223,7 +247,7 @@ class LayersTest(parameterized.TestCase):
           continue
         text = path.read_text()
         self.assertIsNone(
-            re.search(r"^\s*import managers\b", text, re.M),
+            re.search(r"^\s*(import|from) managers\b", text, re.M),
             f"{path}: write `from mp_optimizer import managers`")
 
 
