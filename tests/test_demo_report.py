@@ -103,11 +103,13 @@ class ReadmeBlockTest(parameterized.TestCase):
     demo_report.update_readme(path, run)
     self.assertEqual(demo_report.readme_block(path), demo_report.markdown(run))
 
-  @parameterized.parameters(
-      "no markers\n",
-      f"{demo_report.END}\n{demo_report.BEGIN}\n",  # Wrong order.
-      f"text {demo_report.BEGIN}\n{demo_report.END}\n",  # Not on its own line.
-      f"{demo_report.BEGIN}\n{demo_report.END}\n{demo_report.END}\n",
+  @parameterized.named_parameters(
+      ("no_markers", "no markers\n"),
+      ("end_before_begin", f"{demo_report.END}\n{demo_report.BEGIN}\n"),
+      ("begin_not_on_its_own_line",
+       f"text {demo_report.BEGIN}\n{demo_report.END}\n"),
+      ("two_ends",
+       f"{demo_report.BEGIN}\n{demo_report.END}\n{demo_report.END}\n"),
   )
   def test_update_readme_refuses_bad_markers(self, text):
     path = os.path.join(self.create_tempdir().full_path, "README.md")

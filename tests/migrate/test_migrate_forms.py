@@ -10,6 +10,8 @@ the three legacy programs are converted and trained in
 tests/legacy/test_legacy_programs.py.
 """
 
+import re
+
 from absl.testing import parameterized
 
 from mp_optimizer import migrate
@@ -294,6 +296,22 @@ class ConvertTest(parameterized.TestCase):
   def test_second_run_changes_nothing(self, legacy, expected):
     del legacy
     self.assertEqual(migrate.convert(expected), (expected, []))
+
+  @parameterized.named_parameters(*FORMS)
+  def test_managers_are_imported_by_name_only_where_the_legacy_names_were(
+      self, legacy, expected):
+    # docs/migrating.md: names imported one by one stay so; a module that
+    # the converted code adds is always `from mp_optimizer import managers`.
+    converted, _ = migrate.convert(legacy)
+    by_name = re.search(r"^from mp_optimizer\.managers import", converted, re.M)
+    legacy_by_name = re.search(
+        r"^from tensorflow\S* import \(?(\s*#.*)?\s*[A-Z]", legacy, re.M)
+    self.assertEqual(bool(by_name), bool(legacy_by_name), converted)
+    self.assertNotRegex(converted, r"^import mp_optimizer\.managers|"
+                        r"^from mp_optimizer\.managers import \*")
+    if re.search(r"\bmanagers(_lib)?\.[A-Z]", converted):  # Under a free name.
+      self.assertRegex(converted,
+                       r"(?m)^from mp_optimizer import managers( as \w+)?$")
 
   @parameterized.named_parameters(*FINDINGS)
   def test_reports_what_needs_a_human(self, legacy, expected, kept):

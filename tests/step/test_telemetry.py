@@ -160,7 +160,8 @@ class ValuesTest(parameterized.TestCase):
     self.assertEqual(reasons, [3, 0, 3, 1, 0])
     self.assertEqual(counts, [2, 1, 0, 2])
 
-  @parameterized.parameters("yes", 1, None)
+  @parameterized.named_parameters(("a_string", "yes"), ("an_int", 1),
+                                  ("none", None))
   def test_flag_must_be_a_bool(self, value):
     with self.assertRaisesRegex(TypeError, "precision_telemetry.*True or False"):
       mp_optimizer.LossScaleOptimizer(
