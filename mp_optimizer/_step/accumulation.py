@@ -163,10 +163,14 @@ class GradientAccumulator:
       ops = []
       for grad, (_, var) in zip(grads, pairs):
         acc = accumulators[var.ref()]
-        share = tensors.with_values(
-            grad, tf.cast(tensors.values(grad), acc.dtype) / self._steps)
-        ops.append(acc.scatter_add(share) if isinstance(share, tf.IndexedSlices)
-                   else acc.assign_add(share, read_value=False))
+        share = tf.cast(tensors.values(grad), acc.dtype) / self._steps
+        if isinstance(grad, tf.IndexedSlices):
+          # A per-replica (ON_READ) accumulator has no scatter_add in replica
+          # context; its handle there is this replica's own component's.
+          ops.append(tf.raw_ops.ResourceScatterAdd(
+              resource=acc.handle, indices=grad.indices, updates=share))
+        else:
+          ops.append(acc.assign_add(share, read_value=False))
       return tf.group(*ops)
 
     added = gate.on_each_replica(strategy, pivot, add,
