@@ -42,6 +42,7 @@ sys.path.insert(0, ROOT)
 
 from benchmarks import zoo  # pylint: disable=g-import-not-at-top
 
+
 def _env():
   return dict(os.environ, PYTHONPATH=os.pathsep.join(
       [ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))

@@ -108,9 +108,9 @@ def count_distinct(shape: shapes.Shape) -> Dict[str, tuple]:
   for impl in impls.IMPLEMENTATIONS:
     step = steps.build(pools.make_loss(shape, shape.size),
                        impls.train_op_of(impl))
-    measured[impl.name] = pools.Contender(impl.name, impl.label, step,
-                                    built_ops=graph_cost.built_ops(step.graph),
-                                    run_ops=step.measure(graph_cost.run_ops))
+    measured[impl.name] = pools.Contender(
+        impl.name, impl.label, step, built_ops=graph_cost.built_ops(step.graph),
+        run_ops=step.measure(graph_cost.run_ops))
     step.close()
   return _ops_lines(shape, measured)
 
@@ -160,8 +160,9 @@ def main(argv=None) -> int:
   parser.add_argument("--smoke", action="store_true",
                       help="tiny models, one round per pool")
   args = parser.parse_args(argv)
-  settings = pools.Settings(retired=args.retired,
-                      min_rounds=1 if args.smoke else timing.MIN_ROUNDS)
+  settings = pools.Settings(
+      retired=args.retired,
+      min_rounds=1 if args.smoke else timing.MIN_ROUNDS)
   family = list(shapes.SHAPES.values())
   distinct = shapes.DISTINCT
   if args.smoke:

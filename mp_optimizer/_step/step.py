@@ -205,7 +205,8 @@ def _telemetry(strategy: tf.distribute.Strategy, parts: Parts,
   # Inside control flow the step's tensors cannot be fetched: readers then
   # use the stored values.
   record.fetchable = not skips.inside_control_flow(step["skip_reason"])
-  telemetry.remember(tensors.outer_graph(), record)
+  telemetry.remember(
+      tensors.require_graph("LossScaleOptimizer.apply_gradients"), record)
   return record.write()
 
 

@@ -165,7 +165,9 @@ def package_refs(wrapper: metadata.MetadataWrapper) -> Dict[str, str]:
       continue
     # The provider may hand back a lazy value: a callable that computes it.
     qualified = qualified() if callable(qualified) else qualified
-    if any(q.name not in (node.value, names.MODULES[node.value]) or
-           q.source != _IMPORT for q in qualified):
+    # Only an import of this library's package counts: a file's own
+    # top-level `managers` module is something else.
+    if any(q.name != names.MODULES[node.value] or q.source != _IMPORT
+           for q in qualified):
       refs[node.value] = node.value + "_lib"
   return refs
