@@ -146,11 +146,14 @@ class GradientAccumulator:
 
     Read through a handle taken outside any control flow: inside a v1
     `tf.cond` a plain read would reuse the capture of the counter that the
-    gated side made, which is dead on a skipped step.
+    gated side made, which is dead on a skipped step. Under a strategy
+    (cross-replica context, where a mirrored variable has no one handle) the
+    first local copy is read: every copy holds the same count.
     """
+    counter = tf.distribute.get_strategy().experimental_local_results(
+        self._latest_counter)[0]
     with tf.init_scope():
-      handle = tf.identity(self._latest_counter.handle,
-                           name="micro_steps_handle")
+      handle = tf.identity(counter.handle, name="micro_steps_handle")
     with tf.control_dependencies([done]):
       return tf.raw_ops.ReadVariableOp(resource=handle, dtype=tf.int64)
 

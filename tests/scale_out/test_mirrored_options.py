@@ -94,6 +94,23 @@ class ReplicatedOptionsTest(parameterized.TestCase):
                                  reference[steps_applied], rtol=2e-5,
                                  atol=1e-6)
 
+  def test_precision_telemetry_gives_each_micro_step_its_reason(self):
+    # As tests/step/test_telemetry.py on one device: the window's count is
+    # read in cross-replica context, where a mirrored counter has no one
+    # handle.
+    run = mirrored.MirroredRun(self, lambda: mp_optimizer.LossScaleOptimizer(
+        v1.train.GradientDescentOptimizer(0.1),
+        managers.FixedLossScaleManager(8), gradient_accumulation_steps=2,
+        precision_telemetry=True))
+    with run.graph.as_default():
+      reason = mp_optimizer.signals.precision()["skip_reason"]
+    reasons = []
+    for poisoned in (NONE, NONE, NONE, 0, NONE):
+      run.step(poisoned, np.nan)
+      reasons.append(int(run.session.run(reason)))
+    # micro-step, window applied, micro-step, overflow, window applied.
+    self.assertEqual(reasons, [3, 0, 3, 1, 0])
+
   def test_sparse_gradients_accumulate_on_each_replica(self):
     # Replica 0 reads rows [0, 2, 2] of the table, replica 1 rows [1, 2, 5];
     # the loss is the sum of squares of what each reads. Worked by hand: a
