@@ -111,38 +111,6 @@ class ReplicatedOptionsTest(parameterized.TestCase):
     # micro-step, window applied, micro-step, overflow, window applied.
     self.assertEqual(reasons, [3, 0, 3, 1, 0])
 
-  def test_sparse_gradients_accumulate_on_each_replica(self):
-    # Replica 0 reads rows [0, 2, 2] of the table, replica 1 rows [1, 2, 5];
-    # the loss is the sum of squares of what each reads. Worked by hand: a
-    # window of two micro-steps applies SGD (rate 0.5) on the summed
-    # gradient 2 * w * (times read), so after two windows a row read k
-    # times in all is w * (1 - k)**2: rows 0 and 1 (k = 1) become 0, row 2
-    # (k = 3) 4 * w, and rows 3 and 4 (never read) stay.
-    rows = [[0, 2, 2], [1, 2, 5]]
-    initial = np.arange(12, dtype=np.float32).reshape(6, 2)
-    with tf.Graph().as_default() as graph:
-      strategy = tf.distribute.MirroredStrategy(mirrored.DEVICES)
-      with strategy.scope():
-        table = v1.get_variable("table", initializer=initial)
-        optimizer = mp_optimizer.LossScaleOptimizer(
-            v1.train.GradientDescentOptimizer(0.5),
-            managers.FixedLossScaleManager(8), gradient_accumulation_steps=2)
-
-        def step():
-          replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-          read = tf.gather(table, tf.gather(tf.constant(rows), replica))
-          return optimizer.minimize(tf.reduce_sum(read**2))
-
-        train_op = strategy.group(strategy.run(step))
-      with v1.Session(graph=graph, config=mirrored.SESSION_CONFIG) as sess:
-        sess.run(v1.global_variables_initializer())
-        for _ in range(4):
-          sess.run(train_op)
-        replicas = sess.run(strategy.experimental_local_results(table))
-    reads = np.bincount(sum(rows, []), minlength=6)[:, None]
-    for value in replicas:
-      np.testing.assert_allclose(value, initial * (1 - reads)**2)
-
 
 class ReplicaFaultInjectionTest(parameterized.TestCase):
 
