@@ -27,11 +27,24 @@ KERAS_HINT = (
     " [a tf.compat.v1 graph-mode optimizer: a Keras model needs a Keras "
     "optimizer, wrapped as tf.keras.mixed_precision.LossScaleOptimizer(...), "
     "with tf.keras.mixed_precision.set_global_policy('mixed_float16')]")
-NO_GRADIENTS_HINT = (
+_NO_GRADIENTS_HINT = (
     "(No variable got a gradient: the loss does not depend on them, an op "
     "between them has no gradient (an integer cast, tf.argmax, "
     "tf.stop_gradient), or `var_list` names other variables than the "
     "model's.)")
+_NO_GRADIENTS_UNDER_STRATEGY = (
+    " (Under tf.distribute, also: tensors made from the variables outside "
+    "the replica function, such as the float16 casts of "
+    "`float32_master_weights()` or another custom getter when the variables "
+    "are created directly under `strategy.scope()`, reach one replica's "
+    "copies only. Create the variables inside the function given to "
+    "`strategy.run`, or in the model_fn.)")
+
+
+def no_gradients_hint() -> str:
+  """What `minimize` adds to TF's error when no variable got a gradient."""
+  return _NO_GRADIENTS_HINT + (_NO_GRADIENTS_UNDER_STRATEGY
+                               if tf.distribute.has_strategy() else "")
 
 
 class _Required:

@@ -244,7 +244,7 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
           name=name, grad_loss=grad_loss)
     except ValueError as error:
       if str(error).startswith("No gradients provided for any variable"):
-        raise ValueError(f"{error} {_arguments.NO_GRADIENTS_HINT}") from None
+        raise ValueError(f"{error} {_arguments.no_gradients_hint()}") from None
       raise
 
   def variables(self) -> List[tf.Variable]:
