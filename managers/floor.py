@@ -7,7 +7,7 @@ fails with a message saying where to look, instead of skipping forever.
 
 import tensorflow as tf
 
-from mp_optimizer._internal import per_graph
+from mp_optimizer._internal import tensors
 
 # The int64 counter of non-finite steps in a row at the minimum scale: in no
 # collection, so not checkpointed and never reset by an initializer.
@@ -32,7 +32,7 @@ def guard(streak_var: tf.Variable, scale: tf.Tensor, finite: tf.Tensor,
     fail_after: The manager's `fail_at_floor_after`.
   """
   def count():
-    streak = per_graph.read_or_zero(streak_var) + 1
+    streak = tensors.read_or_zero(streak_var) + 1
     verdict = tf.debugging.check_numerics(
         tf.where(streak >= fail_after, float("nan"), 0.0),
         f"The loss scale has been at its minimum ({min_scale:g}) for "

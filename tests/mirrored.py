@@ -21,7 +21,10 @@ NO_REPLICA = replicated.NO_REPLICA
 class MirroredRun:
   """One mirrored training graph and its session."""
 
-  def __init__(self, testcase, make_optimizer):
+  def __init__(self, testcase, make_optimizer, per_replica: bool = False):
+    """Builds the graph; `make_optimizer()` runs once, or with `per_replica`
+    once on each replica (as an Estimator's model_fn does; `optimizer` is
+    then the first replica's)."""
     self.graph = tf.Graph()
     with self.graph.as_default():
       self.strategy = tf.distribute.MirroredStrategy(DEVICES)
@@ -31,7 +34,7 @@ class MirroredRun:
       with self.strategy.scope():
         self.w = v1.get_variable("w", initializer=replicated.INITIAL_W)
         self.global_step = v1.train.get_or_create_global_step()
-        self.optimizer = make_optimizer()
+        built = [] if per_replica else [make_optimizer()]
 
         def step():
           replica_id = (
@@ -40,10 +43,13 @@ class MirroredRun:
                                  tf.gather(ys, replica_id))
           poison = tf.where(tf.equal(replica_id, self.poisoned_replica),
                             self.poison, 1.0)
-          return self.optimizer.minimize(loss * poison,
-                                         global_step=self.global_step)
+          if per_replica:
+            built.append(make_optimizer())
+          return built[-1].minimize(loss * poison,
+                                    global_step=self.global_step)
 
         self.train_op = self.strategy.group(self.strategy.run(step))
+        self.optimizer = built[0]
       self.session = v1.Session(graph=self.graph, config=SESSION_CONFIG)
       testcase.addCleanup(self.session.close)
       self.session.run(v1.global_variables_initializer())

@@ -57,19 +57,6 @@ def deferred_state() -> Iterator[None]:
     _DEFERRED.reset(token)
 
 
-def read_or_zero(variable: tf.Variable) -> tf.Tensor:
-  """Reads an uncollected counter, or 0 if nothing initialized it yet.
-
-  Counters that are not checkpointed sit in no collection (see
-  `VariableSpec`), so no initializer ever runs them: the first write
-  (an assign, which needs no initialization) does. Build this only where it
-  runs rarely (it adds a small `tf.cond`).
-  """
-  return tf.cond(tf.compat.v1.is_variable_initialized(variable),
-                 variable.read_value,
-                 lambda: tf.constant(0, variable.dtype.base_dtype))
-
-
 @dataclasses.dataclass(frozen=True)
 class VariableSpec:
   """One scalar state variable.
@@ -85,7 +72,7 @@ class VariableSpec:
       expects it (checkpoints written before it existed restore), and no
       initializer resets it, not even another worker's
       `local_variables_initializer()` when it lives on a parameter server.
-      It starts at its first write; read it with `read_or_zero`.
+      It starts at its first write; read it with `tensors.read_or_zero`.
   """
   name: str
   dtype: tf.DType
@@ -208,8 +195,13 @@ class PerGraphVariables:
 
   def _create_in_context(self, graph: tf.Graph, root_scope: bool) -> None:
     if tf.distribute.has_strategy() and not tensors.in_cross_replica_context():
+      # Every replica calls this, with one manager or one each (an
+      # Estimator's model_fn runs per replica); merge_call runs one
+      # replica's function, with every replica's state in `states`.
       tf.distribute.get_replica_context().merge_call(
-          lambda _: self._create(graph, root_scope))
+          lambda strategy, states: _create_shared(
+              strategy.experimental_local_results(states), graph, root_scope),
+          args=(self,))
     else:
       self._create(graph, root_scope)
 
@@ -231,10 +223,23 @@ class PerGraphVariables:
         collections = ([tf.compat.v1.GraphKeys.GLOBAL_VARIABLES]
                        if spec.checkpointed else [])
         made[spec.name] = _variable(spec, collections)
+    self._share(graph, made)
+
+  def _share(self, graph: tf.Graph, made: Dict[str, tf.Variable]) -> None:
     self._by_graph[graph] = made
     for spec in self._specs:
       if spec.checkpointed:
         tracking.track(self._owner, made[spec.name], spec.name)
+
+
+def _create_shared(states: Sequence[PerGraphVariables], graph: tf.Graph,
+                   root_scope: bool) -> None:
+  """Makes the first state's variables and gives them to the others."""
+  # pylint: disable=protected-access
+  states[0]._create(graph, root_scope)
+  for state in states[1:]:
+    if graph not in state._by_graph:
+      state._share(graph, states[0]._by_graph[graph])
 
 
 def _variable(spec: VariableSpec, collections: list) -> tf.Variable:

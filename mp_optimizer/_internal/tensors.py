@@ -74,6 +74,19 @@ def with_values(grad: Union[tf.Tensor, tf.IndexedSlices],
   return new_values
 
 
+def read_or_zero(variable: tf.Variable) -> tf.Tensor:
+  """Reads an uncollected counter, or 0 if nothing initialized it yet.
+
+  Counters that are not checkpointed sit in no collection (see
+  `per_graph.VariableSpec`), so no initializer ever runs them: the first write
+  (an assign, which needs no initialization) does. Build this only where it
+  runs rarely (it adds a small `tf.cond`).
+  """
+  return tf.cond(tf.compat.v1.is_variable_initialized(variable),
+                 variable.read_value,
+                 lambda: tf.constant(0, variable.dtype.base_dtype))
+
+
 def in_cross_replica_context() -> bool:
   """True under a `tf.distribute` strategy, outside its replica functions."""
   return (tf.distribute.has_strategy() and

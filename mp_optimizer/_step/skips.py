@@ -81,7 +81,7 @@ class SkipCounter:
     """Returns an op that adds one skipped step (initializing if needed)."""
     counter = self._variable()
     return self._state.mutex(self._API).run(
-        lambda: counter.assign(per_graph.read_or_zero(counter) + 1,
+        lambda: counter.assign(tensors.read_or_zero(counter) + 1,
                                read_value=False))
 
   def total(self) -> tf.Tensor:
@@ -91,7 +91,7 @@ class SkipCounter:
     the step is built inside control flow.
     """
     with tf.init_scope():
-      return tf.identity(per_graph.read_or_zero(self._variable()),
+      return tf.identity(tensors.read_or_zero(self._variable()),
                          name="skipped_steps_total")
 
   def _latest_variable(self) -> tf.Variable:
@@ -105,7 +105,7 @@ class SkipCounter:
   def read_latest(self) -> tf.Tensor:
     """Returns the newest stored verdict as a bool, read in the outermost graph."""
     with tf.init_scope():
-      return tf.equal(per_graph.read_or_zero(self._latest_variable()), 1,
+      return tf.equal(tensors.read_or_zero(self._latest_variable()), 1,
                       name="last_step_applied")
 
 

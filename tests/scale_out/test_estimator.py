@@ -113,16 +113,26 @@ class EstimatorTest(parameterized.TestCase):
 
 class MirroredEstimatorTest(parameterized.TestCase):
 
-  @parameterized.named_parameters(("contrib", "contrib"), ("tf2", "tf2"))
-  def test_train_distribute_skips_on_every_replica(self, name):
-    manager = MANAGERS[name]()
+  @parameterized.named_parameters(
+      (f"{name}_{where}", name, where) for name in ("contrib", "tf2")
+      for where in ("manager_outside", "all_in_model_fn"))
+  def test_train_distribute_skips_on_every_replica(self, name, where):
+    # With the manager built in the model_fn, each replica builds its own;
+    # they must share one state (the first replica's manager is recorded).
+    outside = MANAGERS[name]() if where == "manager_outside" else None
+    managers_built = []
+
+    def get_optimizer():
+      managers_built.append(outside or MANAGERS[name]())
+      return _optimizer(managers_built[-1],
+                        v1.train.MomentumOptimizer(0.05, 0.9))
+
     # Built the way a TF1 program (eager execution disabled) builds it: in
     # graph mode, where the strategy needs no eager devices.
     with tf.Graph().as_default():
       strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     est = _estimator(
-        estimator_model.make_model_fn(
-            lambda: _optimizer(manager, v1.train.MomentumOptimizer(0.05, 0.9))),
+        estimator_model.make_model_fn(get_optimizer),
         launch.scratch_dir(self.addCleanup), train_distribute=strategy,
         # Estimator sessions see only the devices their config names.
         session_config=v1.ConfigProto(device_count={"CPU": 2},
@@ -130,9 +140,13 @@ class MirroredEstimatorTest(parameterized.TestCase):
     # Each run consumes one batch per replica (both batches of a run carry
     # the same mark); runs 2 and 4 overflow on replica 0 and 1 respectively.
     per_run = [NO_REPLICA, 0, NO_REPLICA, 1, NO_REPLICA]
-    recorder = estimator_model.StateRecorder(lambda: manager)
+    recorder = estimator_model.StateRecorder(lambda: managers_built[0])
     est.train(estimator_model.make_input_fn(np.repeat(per_run, 2)), steps=3,
               hooks=[recorder])
+    self.assertLen(managers_built, 2)  # One model_fn call per replica.
+    if where == "all_in_model_fn":
+      self.assertEqual([v.name for v in managers_built[0].variables()],
+                       [v.name for v in managers_built[1].variables()])
     self.assertEqual(_scales_and_steps(recorder.rows, name),
                      [(1024, 1), (512, 1), (512, 2), (256, 2), (256, 3)])
     self.assertContainsSubset(["w", "global_step", SCALE_NAMES[name]],

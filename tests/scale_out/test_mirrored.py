@@ -35,13 +35,18 @@ class MirroredStrategyTest(parameterized.TestCase):
                          np.asarray(value).tobytes(), variable.op.name)
 
   @parameterized.named_parameters(
-      (f"{manager}_{poison}_{graph}", manager, poison, graph == "legacy")
+      (f"{manager}_{poison}_{graph}{'_built_per_replica' * per_replica}",
+       manager, poison, graph == "legacy", per_replica)
       for manager in sorted(replicated.MANAGERS) for poison in (np.inf, np.nan)
-      for graph in ("tf2", "legacy"))
+      for graph in ("tf2", "legacy") for per_replica in (False, True)
+      if not per_replica or (poison == np.inf and graph == "tf2"))
   def test_one_replica_overflowing_skips_every_replica(self, manager, poison,
-                                                       legacy):
+                                                       legacy, per_replica):
+    # Built per replica (an Estimator model_fn's way), each replica has its
+    # own optimizer and manager; the managers must share one state.
     with models.legacy_graph_behavior(legacy):
-      run = _Run(self, lambda: replicated.make_optimizer(manager))
+      run = _Run(self, lambda: replicated.make_optimizer(manager),
+                 per_replica=per_replica)
     reference = replicated.reference_weights()
     with run.graph.as_default():
       scale = tf.identity(run.optimizer.get_loss_scale())
