@@ -14,6 +14,8 @@
 #   make test    the installed-wheel check, the test suite on TensorFlow
 #                2.21 and on TensorFlow 2.15 (with every Python block and
 #                link of README.md and docs/), and the documentation build
+#   make check   the quick subset: the suite on TensorFlow 2.21 only
+#                (TESTS=tests/managers or PYTEST_ARGS="-k amax" narrow it)
 #   make docs    the documentation site into site/ (MkDocs, warnings as
 #                errors); open site/index.html
 #   make bench   overhead benchmarks, the opt-in options, then the growth with the number of
@@ -27,10 +29,12 @@ VENV := .venv
 NEWEST := 2.21
 OLDEST := 2.15
 PYTEST_ARGS ?=
+# What the suite runs: `make check TESTS=tests/managers` runs one folder.
+TESTS ?= tests
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo demo-readme bert-demo bert-demo-docs docs test test-package test-horovod bench bench-codemod soak venvs clean
+.PHONY: demo demo-readme bert-demo bert-demo-docs docs test check test-package test-horovod bench bench-codemod soak venvs clean
 
 # .venv/tf2.21/.ready: a venv with the pinned requirements and this project.
 $(VENV)/tf%/.ready: requirements/tf%.txt setup.py pyproject.toml
@@ -99,9 +103,19 @@ docs: $(VENV)/docs/.ready
 # also collect without errors, against the installed wheel (the sdist's own
 # package folders are removed first: `managers/` becomes mp_optimizer.managers
 # only when installed).
-$(VENV)/package/.ready: requirements/package.txt requirements/tf$(NEWEST).txt
+# The wheel is installed into .venv/package, a light environment layered on
+# .venv/tf2.21: a .pth file puts tf2.21's site-packages after its own, so
+# TensorFlow is installed once for the suite, the demo and the wheel check.
+# Python reads .pth files only in site directories, so tf2.21's editable
+# install of this project stays out of sight; the wheel in .venv/package's
+# own site-packages comes first on sys.path.
+$(VENV)/package/.ready: requirements/package.txt $(VENV)/tf$(NEWEST)/.ready
 	rm -rf $(VENV)/package
 	$(PYTHON) -m venv $(VENV)/package
+	$(VENV)/package/bin/python -c "import sysconfig; print(sysconfig.get_path('purelib'))" \
+	    >$(VENV)/package/site.txt
+	$(VENV)/tf$(NEWEST)/bin/python -c "import sysconfig; print(sysconfig.get_path('purelib'))" \
+	    >"$$(cat $(VENV)/package/site.txt)/zz_tf$(NEWEST).pth"
 	# A pip that shows PEP 639 licence expressions (`pip show`: License-Expression).
 	$(VENV)/package/bin/python -m pip install --quiet --disable-pip-version-check \
 	    pip==26.3
@@ -126,10 +140,14 @@ test-package: $(VENV)/package/.ready
 	    $(CURDIR)/$(VENV)/package/bin/python -m pytest -q -p no:cacheprovider \
 	    --collect-only tests >collect.log && tail -n 1 collect.log
 
+# The quick subset: the suite on the newest TensorFlow only. Narrower ones:
+# `make check TESTS=tests/managers`, `make check PYTEST_ARGS="-k amax -x"`.
+check: test-$(NEWEST)
+
 # Temporary files (pytest's and absltest's) go to a folder removed after.
 test-%: $(VENV)/tf%/.ready
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	    TMPDIR=$$tmp $(VENV)/tf$*/bin/python -m pytest tests -q \
+	    TMPDIR=$$tmp $(VENV)/tf$*/bin/python -m pytest $(TESTS) -q \
 	    -p no:cacheprovider $(PYTEST_ARGS)
 
 # Horovod has no wheels: it compiles against the installed TensorFlow (it

@@ -36,6 +36,8 @@ class InstalledPackageTest(parameterized.TestCase):
   def test_package_comes_from_site_packages_with_py_typed(self, module):
     folder = pathlib.Path(module.__file__).parent
     self.assertIn("site-packages", folder.parts)
+    # This environment's own copy, not one it reads through a .pth file.
+    self.assertTrue(folder.is_relative_to(sys.prefix), (folder, sys.prefix))
     self.assertTrue((folder / "py.typed").is_file(), folder)
 
   def test_managers_are_installed_inside_mp_optimizer_only(self):

@@ -1,0 +1,62 @@
+"""The Makefile does what README's Development section says of it.
+
+Read with `make -n` (print the commands, run none), so nothing is built.
+"""
+
+import pathlib
+import re
+import subprocess
+
+from absl.testing import absltest
+from absl.testing import parameterized
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _dry_run(*args: str) -> str:
+  return subprocess.run(["make", "-n", "--no-print-directory", *args],
+                        cwd=ROOT, capture_output=True, text=True,
+                        check=True).stdout
+
+
+def _pytest_lines(commands: str):
+  commands = re.sub(r"\\\n\s*", "", commands)  # One line per command.
+  return [line for line in commands.splitlines() if "-m pytest" in line]
+
+
+class MakefileTest(parameterized.TestCase):
+
+  def test_check_runs_the_suite_on_the_newest_tensorflow_only(self):
+    lines = _pytest_lines(_dry_run("check"))
+    self.assertLen(lines, 1, lines)
+    self.assertRegex(lines[0], r"\.venv/tf2\.21/bin/python -m pytest tests ")
+
+  @parameterized.named_parameters(
+      ("a_folder", ["TESTS=tests/managers"], r"-m pytest tests/managers -q"),
+      ("pytest_flags", ["PYTEST_ARGS=-k amax"], r"-m pytest tests -q .* -k amax"))
+  def test_check_narrows(self, args, pattern):
+    lines = _pytest_lines(_dry_run("check", *args))
+    self.assertLen(lines, 1, lines)
+    self.assertRegex(lines[0], pattern)
+
+  def test_wheel_environment_installs_no_second_tensorflow(self):
+    requirements = (ROOT / "requirements" / "package.txt").read_text()
+    self.assertNotRegex(requirements, r"(?im)^(-r|tensorflow)")
+    # It reads the newest TensorFlow's environment through a .pth file.
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile[makefile.index("$(VENV)/package/.ready:"):]
+    recipe = recipe[:recipe.index("\n\n")]
+    self.assertIn("$(VENV)/tf$(NEWEST)/.ready", recipe.splitlines()[0])
+    self.assertRegex(recipe, r"zz_tf\$\(NEWEST\)\.pth")
+
+  def test_readme_names_each_development_target(self):
+    readme = (ROOT / "README.md").read_text()
+    development = readme[readme.index("## Development"):]
+    targets = set(re.findall(r"(?m)^make ([\w-]+)", development))
+    self.assertTrue({"test", "check", "demo"} <= targets, targets)
+    for target in targets:
+      self.assertTrue(_dry_run(target).strip(), target)
+
+
+if __name__ == "__main__":
+  absltest.main()
