@@ -1,14 +1,14 @@
 """`AmaxHistoryLossScaleManager`: a scale set from the gradients' magnitude.
 
-The dynamic managers find the largest safe scale by trial: they grow it until
-a step overflows, skip that step and back off. This one avoids most of those
-overflows: it keeps a short history of the largest gradient magnitude of
-each finite step (amax: unscaled, before any clip, read in the graph), and
-sets the scale so that the largest recent gradient, scaled, stays `margin`
-powers of two below float16's largest value. Should a step still overflow (an intermediate
-backward tensor can be larger than any final gradient), it backs off: the
-scale halves at once, and one more power of two of margin stays until
-`relax_after` finite steps in a row have passed.
+The dynamic managers find the largest safe scale by trial: they grow it
+until a step overflows, skip that step and back off. This one avoids most of
+those overflows: it keeps a short history of the largest gradient magnitude
+of each finite step (amax: unscaled, before any clip, read in the graph),
+and sets the scale so that the largest recent gradient, scaled, stays
+`margin` powers of two below float16's largest value. Should a step still
+overflow (an intermediate backward tensor can be larger than any final
+gradient), it backs off: the scale halves at once, and one more power of two
+of margin stays until `relax_after` finite steps in a row have passed.
 
 ```
 on a finite step with amax a:
@@ -26,18 +26,18 @@ on a non-finite step:
 (`clean` and `extra` stop at int64's largest value instead of wrapping.)
 
 `exponent(q)` is q's binary exponent, floor(log2(q)), read off its float32
-bits, so the rule is exact. The history holds the newest amax first. A
-step whose gradients are all zero (amax 0) measures nothing, so it leaves
-the history as it was: zeros must not push a large amax out and let the
-scale jump past what the next real gradients can take. The rule never
-chooses more than 2**126, the largest scale whose reciprocal is a normal
-float32 (at 2**127 every step would count as an overflow), nor less than
-2**-126. A history restored from a checkpoint written with another
-`history_length` is adapted at the next step: its newest entries are
-kept, up to the new length, and missing ones count as no measurement. The optimizer hands the manager each step's
-amax (`needs_gradient_amax`); under `tf.distribute` it is the largest over
-all replicas. State (checkpointed, GLOBAL): `loss_scale`, `amax_history`,
-`amax_steps`, `extra_margin`, `clean_steps`. OpenSeq2Seq's
+bits, so the rule is exact. The history holds the newest amax first. A step
+whose gradients are all zero (amax 0) measures nothing, so it leaves the
+history as it was: zeros must not push a large amax out and let the scale
+jump past what the next real gradients can take. The rule never chooses more
+than 2**126, the largest scale whose reciprocal is a normal float32 (at
+2**127 every step would count as an overflow), nor less than 2**-126. A
+history restored from a checkpoint written with another `history_length` is
+adapted at the next step: its newest entries are kept, up to the new length,
+and missing ones count as no measurement. The optimizer hands the manager
+each step's amax (`needs_gradient_amax`); under `tf.distribute` it is the
+largest over all replicas. State (checkpointed, GLOBAL): `loss_scale`,
+`amax_history`, `amax_steps`, `extra_margin`, `clean_steps`. OpenSeq2Seq's
 `AutomaticLossScaler(algorithm="LogMax")` also sets the scale from the
 gradients' magnitude, from running statistics of log2(amax) rather than
 their recent maximum.
@@ -180,7 +180,9 @@ class AmaxHistoryLossScaleManager(base.LossScaleManager):
     Args:
       finite_grads: Scalar bool tensor: were all gradients finite?
       gradient_amax: Scalar float32 tensor: the step's largest |gradient|,
-        unscaled (`gradient_amax(grads)`); `LossScaleOptimizer` passes it.
+        unscaled and before any clip (`gradient_amax(grads)`);
+        `LossScaleOptimizer` passes it. 0 (all-zero gradients) is not
+        recorded.
 
     Raises:
       ValueError: If `gradient_amax` is not given.
