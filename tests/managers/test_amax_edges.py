@@ -145,6 +145,28 @@ class HistoryLengthTest(parameterized.TestCase):
     self.assertEqual(got["loss_scale"], scale)
     self.assertEqual(got["amax_steps"], len(amaxes) + 1)
 
+  def test_object_checkpoint_of_another_length_is_adapted(self):
+    # tf.train.Checkpoint's keys: written [3, 0, 0, 0], restored into 8 and
+    # one step of amax 0.5: [0.5, 3, 0, ...]; 65504 / 3 -> 2**14 -> 2**13.
+    prefix = self.create_tempdir().full_path + "/ckpt"
+    for length, amax in ((4, 3.0), (8, 0.5)):
+      with tf.Graph().as_default():
+        manager = managers.AmaxHistoryLossScaleManager(history_length=length)
+        update = manager.update_loss_scale(tf.constant(True),
+                                           gradient_amax=tf.constant(amax))
+        checkpoint = v1.train.Checkpoint(manager=manager)
+        with v1.Session() as sess:
+          sess.run(v1.global_variables_initializer())
+          if length == 8:
+            checkpoint.restore(path).run_restore_ops(sess)
+          sess.run(update)
+          if length == 4:
+            path = checkpoint.save(prefix, session=sess)
+          got = sess.run({v.op.name: v for v in manager.variables()})
+    np.testing.assert_array_equal(got["amax_history"],
+                                  [0.5, 3.0, 0, 0, 0, 0, 0, 0])
+    self.assertEqual(got["loss_scale"], 2.0**13)
+
   def test_longest_history_is_accepted_and_one_more_refused(self):
     longest = managers.AmaxHistoryLossScaleManager.MAX_HISTORY_LENGTH
     self.assertEqual(longest, 2**16)
