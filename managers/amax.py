@@ -1,24 +1,24 @@
 """`AmaxHistoryLossScaleManager`: a scale set from the gradients' magnitude.
 
-The dynamic managers find the largest safe scale by trial: they grow it until
-a step overflows, skip that step and back off. This one avoids most of those
-overflows: it keeps a short history of the largest gradient magnitude of
-each finite step (amax, unscaled, read in the graph), and sets the scale so
-that the largest recent gradient, scaled, stays `margin` powers of two below
-float16's largest value. Should a step still overflow (an intermediate
-backward tensor can be larger than any final gradient), it backs off: the
-scale halves at once, and one more power of two of margin stays until
-`relax_after` finite steps in a row have passed.
+The dynamic managers find the largest safe scale by trial: they grow it
+until a step overflows, skip that step and back off. This one avoids most of
+those overflows: it keeps a short history of the largest gradient magnitude
+of each finite step (amax: unscaled, before any clip, read in the graph),
+and sets the scale so that the largest recent gradient, scaled, stays
+`margin` powers of two below float16's largest value. Should a step still
+overflow (an intermediate backward tensor can be larger than any final
+gradient), it backs off: the scale halves at once, and one more power of two
+of margin stays until `relax_after` finite steps in a row have passed.
 
 ```
 on a finite step with amax a:
-    history[steps % history_length] = a; steps += 1
+    if a > 0: history = [a] + history[:history_length - 1]; steps += 1
     if extra > 0 and clean >= relax_after - 1: extra -= 1; clean = 0
     else: clean += 1
     peak = max(history)
     if peak > 0:
-        scale = clip(2 ** (exponent(65504 / peak) - margin - extra),
-                     min_loss_scale, max_loss_scale)
+        power = clip(exponent(65504 / peak) - margin - extra, -126, 126)
+        scale = clip(2 ** power, min_loss_scale, max_loss_scale)
 on a non-finite step:
     extra += 1; clean = 0
     scale = max(min_loss_scale, scale / 2)
@@ -26,10 +26,18 @@ on a non-finite step:
 (`clean` and `extra` stop at int64's largest value instead of wrapping.)
 
 `exponent(q)` is q's binary exponent, floor(log2(q)), read off its float32
-bits, so the rule is exact. The optimizer hands the manager each step's
-amax (`needs_gradient_amax`); under `tf.distribute` it is the largest over
-all replicas. State (checkpointed, GLOBAL): `loss_scale`, `amax_history`,
-`amax_steps`, `extra_margin`, `clean_steps`. OpenSeq2Seq's
+bits, so the rule is exact. The history holds the newest amax first. A step
+whose gradients are all zero (amax 0) measures nothing, so it leaves the
+history as it was: zeros must not push a large amax out and let the scale
+jump past what the next real gradients can take. The rule never chooses more
+than 2**126, the largest scale whose reciprocal is a normal float32 (at
+2**127 every step would count as an overflow), nor less than 2**-126. A
+history restored from a checkpoint written with another `history_length` is
+adapted at the next step: its newest entries are kept, up to the new length,
+and missing ones count as no measurement. The optimizer hands the manager
+each step's amax (`needs_gradient_amax`); under `tf.distribute` it is the
+largest over all replicas. State (checkpointed, GLOBAL): `loss_scale`,
+`amax_history`, `amax_steps`, `extra_margin`, `clean_steps`. OpenSeq2Seq's
 `AutomaticLossScaler(algorithm="LogMax")` also sets the scale from the
 gradients' magnitude, from running statistics of log2(amax) rather than
 their recent maximum.
@@ -45,6 +53,8 @@ from mp_optimizer._internal import validation
 from mp_optimizer.managers import base
 
 FLOAT16_MAX = 65504.0
+# The powers of two the rule may choose: 1/S stays a normal float32.
+SMALLEST_POWER, LARGEST_POWER = -126, 126
 _NAMES = ("loss_scale", "amax_history", "amax_steps", "extra_margin",
           "clean_steps")
 
@@ -94,13 +104,16 @@ class AmaxHistoryLossScaleManager(base.LossScaleManager):
   Args:
     init_loss_scale: The scale of the first step (before any amax is known),
       finite, in [min_loss_scale, max_loss_scale].
-    history_length: Positive int: how many finite steps' amax to keep.
+    history_length: Positive int, at most `MAX_HISTORY_LENGTH` (65536):
+      how many finite steps' amax to keep (the history is read and written
+      whole on every step).
     margin: Non-negative int: powers of two kept between the scaled peak and
       float16's largest value (65504).
     relax_after: Positive whole number: finite steps in a row after which
       one power of two of margin added by an overflow is given back.
-    min_loss_scale: Floor of the scale, > 0.
-    max_loss_scale: Ceiling of the scale, finite, >= min_loss_scale.
+    min_loss_scale: Floor of the scale, from 2**-126 to 2**126.
+    max_loss_scale: Ceiling of the scale, finite, >= min_loss_scale (above
+      2**126 the rule still chooses at most 2**126).
 
   Raises:
     TypeError: If a number has the wrong type (bools rejected).
@@ -108,12 +121,13 @@ class AmaxHistoryLossScaleManager(base.LossScaleManager):
   """
 
   needs_gradient_amax = True
+  MAX_HISTORY_LENGTH = 2**16
 
   def __init__(self, init_loss_scale: float = 2.0**15,
                history_length: int = 16, margin: int = 1,
                relax_after: int = 1000, *, min_loss_scale: float = 1.0,
                max_loss_scale: float = 2.0**24):
-    self._min = validation.check_greater("min_loss_scale", min_loss_scale, 0)
+    self._min = validation.check_scale_floor("min_loss_scale", min_loss_scale)
     self._max = validation.check_at_least("max_loss_scale", max_loss_scale,
                                           self._min)
     self._init = validation.check_at_least("init_loss_scale", init_loss_scale,
@@ -123,11 +137,16 @@ class AmaxHistoryLossScaleManager(base.LossScaleManager):
                        f"({self._max:g}), got {self._init:g}.")
     self._length = validation.check_positive_int("history_length",
                                                  history_length)
+    if self._length > self.MAX_HISTORY_LENGTH:
+      raise ValueError(
+          f"`history_length` must be <= {self.MAX_HISTORY_LENGTH} (the "
+          "history is a float32 vector read and written whole on every "
+          f"step), got {self._length}.")
     self._margin = validation.check_positive_int("margin", margin, minimum=0)
     self._relax_after = validation.check_step_count("relax_after", relax_after)
     specs = [per_graph.VariableSpec("loss_scale", tf.float32, self._init),
              per_graph.VariableSpec("amax_history", tf.float32,
-                                    [0.0] * self._length),
+                                    [0.0] * self._length, any_length=True),
              per_graph.VariableSpec("amax_steps", tf.int64, 0),
              per_graph.VariableSpec("extra_margin", tf.int64, 0),
              per_graph.VariableSpec("clean_steps", tf.int64, 0)]
@@ -161,7 +180,9 @@ class AmaxHistoryLossScaleManager(base.LossScaleManager):
     Args:
       finite_grads: Scalar bool tensor: were all gradients finite?
       gradient_amax: Scalar float32 tensor: the step's largest |gradient|,
-        unscaled (`gradient_amax(grads)`); `LossScaleOptimizer` passes it.
+        unscaled and before any clip (`gradient_amax(grads)`);
+        `LossScaleOptimizer` passes it. 0 (all-zero gradients) is not
+        recorded.
 
     Raises:
       ValueError: If `gradient_amax` is not given.
@@ -188,9 +209,14 @@ class AmaxHistoryLossScaleManager(base.LossScaleManager):
 
   def _next(self, finite: tf.Tensor, amax: tf.Tensor, old: dict) -> dict:
     """The transition of the module docstring, on the values read in `old`."""
-    slot = tf.math.floormod(old["amax_steps"], self._length)
-    recorded = tf.tensor_scatter_nd_update(
-        old["amax_history"], [[slot]], tf.reshape(amax, [1]))
+    measured = tf.logical_and(finite, amax > 0)
+    # [a, history..., zeros]: its first `length` entries are the history with
+    # a recorded, the next `length` the history kept. A restored history of
+    # another length (see the module docstring) comes out `length` long too.
+    padded = tf.concat([tf.reshape(amax, [1]), old["amax_history"],
+                        tf.zeros([self._length])], axis=0)
+    history = tf.where(measured, padded[:self._length],
+                       padded[1:self._length + 1])
     # `clean >= relax_after - 1`, and counters that stop at their largest
     # value: a restored counter at int64's largest value must not wrap.
     relax = tf.logical_and(old["extra_margin"] > 0,
@@ -200,21 +226,20 @@ class AmaxHistoryLossScaleManager(base.LossScaleManager):
     clean = tf.where(tf.logical_and(finite, tf.logical_not(relax)),
                      tensors.saturating_increment(old["clean_steps"]),
                      tf.constant(0, tf.int64))
-    history = tf.where(finite, recorded, old["amax_history"])
     peak = tf.reduce_max(history)
-    quotient = tf.minimum(FLOAT16_MAX / tf.maximum(peak, 1e-38),
+    quotient = tf.minimum(FLOAT16_MAX / tf.maximum(peak, 2.0**-126),
                           tf.float32.max)
-    # exponent(q) is at most 128, so a margin of 512 already gives the
+    # exponent(q) is at most 127, so a margin of 512 already gives the
     # smallest power; capping both terms keeps the int64 sum from wrapping.
     power = (_exponent(quotient) - min(self._margin, 512) -
              tf.minimum(extra, 512))
-    target = tf.pow(2.0, tf.cast(tf.clip_by_value(power, -126, 127),
-                                 tf.float32))
+    target = tf.pow(2.0, tf.cast(tf.clip_by_value(
+        power, SMALLEST_POWER, LARGEST_POWER), tf.float32))
     target = tf.clip_by_value(target, self._min, self._max)
     scale = tf.where(finite, tf.where(peak > 0, target, old["loss_scale"]),
                      tf.maximum(old["loss_scale"] * 0.5, self._min))
     return {"loss_scale": scale, "amax_history": history,
-            "amax_steps": old["amax_steps"] + tf.cast(finite, tf.int64),
+            "amax_steps": old["amax_steps"] + tf.cast(measured, tf.int64),
             "extra_margin": extra, "clean_steps": clean}
 
   def __repr__(self) -> str:

@@ -90,8 +90,10 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
       overflows before shrinking.
     incr_ratio: Growth factor, > 1.
     decr_ratio: Shrink factor, 0 < decr_ratio < 1.
-    min_loss_scale: Keyword-only floor, > 0 (default 1, contrib's floor).
-      Values below 1 are allowed when asked for explicitly.
+    min_loss_scale: Keyword-only floor, from 2**-126 (float32's smallest
+      normal number) to 2**126 (default 1, contrib's floor). Values below 1
+      are allowed when asked for explicitly. Outside that range the scale
+      would end at 0 (flushed) or above 2**126 and skip every step.
     max_loss_scale: Keyword-only ceiling, None (only float32's range) or a
       finite number >= `init_loss_scale`.
     hysteresis: Keyword-only, one of "contrib", "consecutive", "sticky".
@@ -124,7 +126,7 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
                hysteresis: str = "contrib",
                fail_at_floor_after: Optional[int] = None):
     check, arg, face = validation, self._FACE.arg_names, self._FACE
-    low = check.check_greater("min_loss_scale", min_loss_scale, 0.0)
+    low = check.check_scale_floor("min_loss_scale", min_loss_scale)
     high = (None if max_loss_scale is None else
             check.check_at_least("max_loss_scale", max_loss_scale, low))
     self._init = check.check_at_least(arg["init_loss_scale"], init_loss_scale,

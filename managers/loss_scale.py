@@ -154,7 +154,8 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
       number (`2000.0` is taken as 2000, as TF does) (Keras alias
       `dynamic_growth_steps`).
     multiplier: Growth factor, and divisor on overflow; > 1.
-    min_loss_scale: Keyword-only floor (default 1).
+    min_loss_scale: Keyword-only floor, from 2**-126 to 2**126 (default 1),
+      as for `ExponentialUpdateLossScaleManager`.
     max_loss_scale: Keyword-only ceiling (default: that of
       `ExponentialUpdateLossScaleManager`).
     fail_at_floor_after: Keyword-only; as for

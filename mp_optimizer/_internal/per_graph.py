@@ -31,7 +31,7 @@ import contextlib
 import contextvars
 import dataclasses
 import weakref
-from typing import Callable, Dict, Iterator, Sequence, Union
+from typing import Callable, Dict, Iterator, List, Sequence, Union
 
 import tensorflow as tf
 
@@ -59,25 +59,28 @@ def deferred_state() -> Iterator[None]:
 
 @dataclasses.dataclass(frozen=True)
 class VariableSpec:
-  """One scalar state variable.
+  """One state variable: a scalar, or a vector given as a list.
 
   Attributes:
     name: Variable name (under the name scope current when a graph-mode
       constructor made it, else at the graph's root name scope), and the key
       it is tracked under for `tf.train.Checkpoint`.
     dtype: The variable's dtype.
-    initial_value: Python number it starts from.
+    initial_value: Python number (or list of numbers) it starts from.
     checkpointed: True puts it in GLOBAL_VARIABLES (saved by a default Saver);
       False puts it in no collection: a plain Saver neither saves it nor
       expects it (checkpoints written before it existed restore), and no
       initializer resets it, not even another worker's
       `local_variables_initializer()` when it lives on a parameter server.
       It starts at its first write; read it with `tensors.read_or_zero`.
+    any_length: A vector whose length may change: a restore or an assign
+      may give it another length (its static shape is [None]).
   """
   name: str
   dtype: tf.DType
-  initial_value: float
+  initial_value: Union[float, List[float]]
   checkpointed: bool = True
+  any_length: bool = False
 
 
 class Mutex:
@@ -245,6 +248,7 @@ def _create_shared(states: Sequence[PerGraphVariables], graph: tf.Graph,
 def _variable(spec: VariableSpec, collections: list) -> tf.Variable:
   return tf.compat.v1.Variable(
       initial_value=spec.initial_value, name=spec.name, dtype=spec.dtype,
+      shape=tf.TensorShape([None]) if spec.any_length else None,
       trainable=False, use_resource=True, collections=collections,
       synchronization=tf.VariableSynchronization.ON_WRITE,
       aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)

@@ -11,6 +11,10 @@ import numbers
 from typing import Any, Optional
 
 FLOAT32_MAX = 3.4028234663852886e38
+# The range of a dynamic scale's floor: float32's smallest normal number, and
+# the largest scale whose reciprocal is one (see `check_scale_floor`).
+SMALLEST_FLOOR = 2.0**-126
+LARGEST_FLOOR = 2.0**126
 # The largest step count: what an int64 counter (and comparison) holds.
 MAX_STEP_COUNT = 2**63 - 1
 
@@ -56,6 +60,27 @@ def check_greater(name: str, value: Any, bound: float) -> float:
   value = check_real(name, value)
   if not value > bound:
     raise ValueError(f"`{name}` must be > {bound:g}, got {value:g}.")
+  return value
+
+
+def check_scale_floor(name: str, value: Any) -> float:
+  """Checks a dynamic scale's floor: 2**-126 <= value <= 2**126.
+
+  A floor below float32's smallest normal number is flushed to 0 by
+  TensorFlow on CPU, so a scale that reached it would be 0 and never grow
+  again; above 2**126 the scale's reciprocal is subnormal and every step
+  counts as an overflow. Either way every later step would be skipped.
+
+  Raises:
+    TypeError: If `value` is not an int or float (bools included).
+    ValueError: If it is not finite or outside that range.
+  """
+  value = check_real(name, value)
+  if not SMALLEST_FLOOR <= value <= LARGEST_FLOOR:
+    raise ValueError(
+        f"`{name}` must be >= 2**-126 ({SMALLEST_FLOOR:g}, float32's smallest "
+        f"normal number) and <= 2**126 ({LARGEST_FLOOR:g}, the largest scale "
+        f"whose reciprocal is a normal float32), got {value:g}.")
   return value
 
 

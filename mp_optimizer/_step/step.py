@@ -234,8 +234,10 @@ def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
     finite = tf.constant(True)
     applied = use(finite)
     skipped = tf.constant(0, tf.int64)
-  extra = ({"gradient_amax": amax.gradient_amax(g for g, _ in checked)}
-           if parts.manager.needs_gradient_amax else {})
+  # Unclipped: a norm clip shrinks the update, not what the backward held.
+  extra = ({"gradient_amax": amax.gradient_amax(
+      g for g, _ in grads_and_vars)} if parts.manager.needs_gradient_amax
+           else {})
   # Beside the apply, not after it: nothing in the apply reads the scale, and
   # the update's mutex then waits while the inner optimizer works.
   with tf.control_dependencies([scale]):

@@ -14,11 +14,13 @@ measures the gradients it checks (unscaled, before any clip):
   group `dense_1`; a variable at the root is its own group). A sparse
   gradient counts its rows' values only.
 * `global_norm`: the global norm of the unscaled gradients, NaN (never 0) on a
-  step whose update was not applied. With several replicas it is the norm of
-  their sum, which the update uses (one extra all-reduce of the gradients and
-  a pass over the sum). As `tf.linalg.global_norm`, a sparse gradient's norm
-  is that of its values (a repeated row is not added to itself first). With
-  gradient accumulation it is the micro-step's, not the window mean's.
+  step whose update was not applied: amax * sqrt(sum((g / amax)**2)), which
+  holds any norm float32 can (1/amax would be subnormal above 2**126). With
+  several replicas it is the norm of their sum, which the update uses (one
+  extra all-reduce of the gradients and a pass over the sum). As
+  `tf.linalg.global_norm`, a sparse gradient's norm is that of its values (a
+  repeated row is not added to itself first). With gradient accumulation it
+  is the micro-step's, not the window mean's.
 * `skip_reason`: `REASONS[code]`: applied, overflow, overflow at the
   scale's floor (the manager's `min_loss_scale`), or an accumulation
   micro-step (finite, added to the window, no update yet).
@@ -94,11 +96,13 @@ def _local(grads: Sequence[tensors.Gradient], scale: tf.Tensor,
   blocks = [(_float32(block), indices) for block, indices in _blocks(values)]
   magnitudes = [tf.abs(block) for block, _ in blocks]
   amax = tf.reduce_max(tf.stack([tf.reduce_max(m) for m in magnitudes]))
-  inverse = tf.where(amax > 0, 1.0 / amax, 0.0)
+  # Divided by amax, not multiplied by 1/amax: above 2**126 that reciprocal
+  # is subnormal, flushed to 0 on CPU, and the norm would read 0.
+  divisor = tf.where(amax > 0, amax, 1.0)
   limit = FLOAT16_ZERO_LIMIT / scale
   columns, order = [], []
   for (block, indices), magnitude in zip(blocks, magnitudes):
-    parts = [tf.square(block * inverse)]
+    parts = [tf.square(block / divisor)]
     if zeros:
       parts.append(tf.cast(magnitude <= limit, tf.float32))
     both = tf.stack(parts)

@@ -30,8 +30,9 @@ def python_model(init, length, margin, relax_after, low, high, steps):
   out = []
   for finite, amax in steps:
     if finite:
-      history[count % length] = float(f32(amax))
-      count += 1
+      if f32(amax) > 0:  # Newest first; a zero amax measures nothing.
+        history = [float(f32(amax))] + history[:length - 1]
+        count += 1
       if extra > 0 and clean + 1 >= relax_after:
         extra, clean = extra - 1, 0
       else:
@@ -41,7 +42,7 @@ def python_model(init, length, margin, relax_after, low, high, steps):
         quotient = min(f32(65504.0) / f32(max(peak, 1e-38)),
                        np.finfo(np.float32).max)
         power = math.frexp(float(f32(quotient)))[1] - 1 - margin - extra
-        target = f32(2.0) ** f32(min(max(power, -126), 127))
+        target = f32(2.0) ** f32(min(max(power, -126), 126))
         scale = f32(min(max(target, f32(low)), f32(high)))
     else:
       extra, clean = extra + 1, 0
@@ -106,6 +107,11 @@ class TransitionTest(parameterized.TestCase):
       ("overflow_halves_and_adds_margin",
        [(True, 3.0), (False, float("inf")), (True, 3.0)], 2.0**12),
       ("all_zero_gradients_keep_the_scale", [(True, 0.0)], 2.0**15),
+      # Zeros are not measurements: 1.0 stays in the history of 4.
+      ("zero_amax_does_not_push_out_the_peak",
+       [(True, 1.0), (True, 0.05)] + [(True, 0.0)] * 4, 2.0**14),
+      # 65504 / 2e-38 is beyond float32: at most 2**126, then the ceiling.
+      ("tiny_amax_gets_the_ceiling", [(True, 2e-38)], 2.0**24),
   )
   def test_worked_by_hand(self, steps, scale):
     got = run_manager(lambda: managers.AmaxHistoryLossScaleManager(
