@@ -47,10 +47,14 @@ class Subclass:
   assigns: Set[str] = dataclasses.field(default_factory=set)
 
   def record(self, attr: str, assigned: bool) -> bool:
-    """Notes `self.<attr>`; returns whether it is a legacy private name."""
+    """Notes `self.<attr>`; returns whether it is a legacy private name.
+
+    Reading one the replacement keeps (`names.KEPT_PRIVATE`) is fine.
+    """
     if attr not in names.LEGACY_PRIVATE:
       return False
-    (self.assigns if assigned else self.reads).add(attr)
+    if assigned or self.base not in names.KEPT_PRIVATE.get(attr, ()):
+      (self.assigns if assigned else self.reads).add(attr)
     return True
 
   def reason(self) -> str:
@@ -65,7 +69,7 @@ class Subclass:
       return ""
     head = (f"class `{self.name}` extends `{self.base}` and "
             f"{' and '.join(used)}: private attributes of the legacy class, "
-            "which the replacement neither sets nor reads (it fails, or "
+            "which the replacement does not use as it did (it fails, or "
             "ignores them, when the graph is built); ")
     if self.base not in _MANAGERS:
       return head + ("use the replacement's public properties "
