@@ -110,6 +110,9 @@ MESSAGES = {
             "wrap the optimizer with `mp_optimizer."
             "MixedPrecisionLossScaleOptimizer(opt, \"dynamic\")` (" + _REWRITE +
             " with the rewrite on too)")],
+    "private_members.py": [
+        "{}:13: `opt._loss_scale_manager` is private to the legacy class and "
+        "the replacement has no such attribute; use `.loss_scale_manager`"],
     "scale_reset.py": [],
     "scoped_manager.py": [],
     "step_counts.py": [],
@@ -151,6 +154,16 @@ class ConvertedBehaviourTest(converted_files.ConvertedFilesTest):
     self.assertEqual(scales, [2.0**15, 1024.0, 1024.0, 512.0])
     self.assertEqual(slot.shape, (4, 1))
     self.assertTrue(np.all(slot != 0))  # The step reached the inner slots.
+
+  def test_private_member_reported_is_missing_and_its_hint_works(self):
+    private = self.converted("private_members.py")
+    inner = v1.train.GradientDescentOptimizer(0.5)
+    manager = mp_optimizer.managers.FixedLossScaleManager(64)
+    with tf.Graph().as_default():
+      with self.assertRaisesRegex(AttributeError, "_loss_scale_manager"):
+        private.scale_and_learning_rate(inner, manager)
+    opt = mp_optimizer.LossScaleOptimizer(inner, manager)
+    self.assertIs(opt.loss_scale_manager, manager)  # The finding's hint.
 
   @parameterized.named_parameters(
       # The notice: the hand-written getter stores the non-trainable
