@@ -12,7 +12,9 @@ ones), and reports each class once, with what to do instead.
 """
 
 import dataclasses
-from typing import Set
+from typing import Iterable, Set
+
+import libcst as cst
 
 from mp_optimizer.migrate import names
 
@@ -81,3 +83,12 @@ class Subclass:
         "variables of your own" +
         (f", or drop the class and pass its values to "
          f"`managers.{self.base}({settings})`" if settings else ""))
+
+
+def defines(node: cst.CSTNode, methods: Iterable[str]) -> bool:
+  """Whether `node` is a class whose body defines every one of `methods`."""
+  if not isinstance(node, cst.ClassDef):
+    return False
+  defined = {statement.name.value for statement in node.body.body
+             if isinstance(statement, cst.FunctionDef)}
+  return set(methods) <= defined

@@ -25,6 +25,15 @@ TF_MP = "import tensorflow as tf\nfrom mp_optimizer import managers\nimport mp_o
 
 # name, legacy source, converted source. Every row converts with no finding.
 FORMS = [
+    # It implements what the optimizer calls: nothing to report.
+    ("tf_loss_scale_subclass_with_the_manager_methods",
+     TF + "\nclass Constant(tf.train.experimental.LossScale):\n"
+     "  def get_loss_scale(self):\n    return tf.constant(8.0)\n"
+     "  def update_loss_scale(self, finite_grads):\n    return tf.no_op()\n",
+     "import tensorflow as tf\nfrom mp_optimizer import managers\n"
+     "\nclass Constant(managers.LossScale):\n"
+     "  def get_loss_scale(self):\n    return tf.constant(8.0)\n"
+     "  def update_loss_scale(self, finite_grads):\n    return tf.no_op()\n"),
     # The replacement's get_loss_scale() returns its scale variable, as
     # contrib's did; its optimizer keeps contrib's `_opt`.
     ("variable_uses_of_get_loss_scale_and_opt",

@@ -106,6 +106,31 @@ class RerunTest(parameterized.TestCase):
           f"mp-optimizer-migrate: 1 files scanned, {changed} changed, "
           "1 findings, 0 notices, 0 errors"]))
 
+  @parameterized.named_parameters(
+      ("loss_scale_subclass",
+       "class Halving(tf.train.experimental.LossScale):\n\n"
+       "  def __call__(self):\n    return 1.0\n",
+       ["subclass of `tf.train.experimental.LossScale`", "subclass of "
+        "`managers.LossScale`"], ": the optimizer calls get_loss_scale() and "
+       "update_loss_scale(finite), not __call__() and update(grads); "
+       "implement those two"),
+      ("type_check",
+       "ok = isinstance(s, tf.compat.v1.mixed_precision.DynamicLossScale)\n",
+       ["`tf.compat.v1.mixed_precision.DynamicLossScale` in a type check now "
+        "means managers.DynamicLossScale", "`managers.DynamicLossScale` in a "
+        "type check"], ": objects made by TensorFlow itself (or by files not "
+       "converted yet) fail it"))
+  def test_converted_tensorflow_names_are_reported_on_every_run(
+      self, code, heads, tail):
+    with open(self.path, "w") as f:
+      f.write("import tensorflow as tf\n\n\n" + code)
+    for line, head, changed in ((4, heads[0], 1), (5, heads[1], 0),
+                                (5, heads[1], 0)):  # One import added.
+      self.assertEqual(self.run_main("--in-place")[::2], (1, [
+          f"{self.path}:{line}: {head}{tail}",
+          f"mp-optimizer-migrate: 1 files scanned, {changed} changed, "
+          "1 findings, 0 notices, 0 errors"]))
+
   def test_nothing_left_gives_a_clean_second_run(self):
     with open(self.path, "w") as f:
       f.write("import tensorflow as tf\n\n"
