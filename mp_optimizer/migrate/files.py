@@ -176,9 +176,11 @@ def process(path: str, data: bytes, in_place: bool) -> Result:
     result.status = 2
     return result
   except UnicodeDecodeError as e:
-    line = data.count(b"\n", 0, e.start) + 1  # `e.start`: where in `data`.
-    result.err.append(f"{path}:{line}: cannot read: byte 0x{data[e.start]:02x} "
-                      f"is not valid {e.encoding} ({e.reason})")
+    # `e.start` is where in `e.object`: `data`, or what follows a BOM.
+    line = e.object.count(b"\n", 0, e.start) + 1
+    result.err.append(f"{path}:{line}: cannot read: byte "
+                      f"0x{e.object[e.start]:02x} is not valid {e.encoding} "
+                      f"({e.reason})")
     result.status = 2
     return result
   except cst.ParserSyntaxError as e:

@@ -140,8 +140,11 @@ class WritesTest(parameterized.TestCase):
     self.assertEqual(self.read(real), _CONVERTED)
     self.assertTrue(os.path.islink(os.path.join(self.dir, "alias.py")))
 
-  def test_decode_error_names_the_line_of_the_bad_byte(self):
-    path = self.write("train.py", _LEGACY.encode() + b"name = 'r\xe9sum\xe9'\n")
+  @parameterized.named_parameters(("utf_8", b""),
+                                  ("utf_8_with_a_byte_order_mark", b"\xef\xbb\xbf"))
+  def test_decode_error_names_the_line_of_the_bad_byte(self, mark):
+    path = self.write("train.py", mark + _LEGACY.encode() +
+                      b"name = 'r\xe9sum\xe9'\n")
     status, _, err = self.run_cli(path)
     self.assertEqual((status, err), (2, [
         f"{path}:4: cannot read: byte 0xe9 is not valid utf-8 (invalid "
