@@ -47,20 +47,22 @@ def select(paths: Sequence[str]) -> Tuple[List[str], Dict[str, int]]:
     own sources, how many of `paths` it holds (none of them converted).
   """
   skipped: Dict[str, int] = collections.Counter()
+  real = {}  # Path -> its real path, for the paths not skipped.
   chosen: Dict[str, str] = {}  # Real path -> the path it is converted as.
   for path in paths:
     root = tensorflow_root(path)
     if root is not None:
       skipped[root] += 1
       continue
-    real = os.path.realpath(path)
-    if real not in chosen or (_through_link(chosen[real]) and
-                              not _through_link(path)):
-      chosen[real] = path
-  kept = dict.fromkeys(path for path in paths if chosen.get(
-      os.path.realpath(path)) == path)  # In order, each once.
-  return list(kept), dict(skipped)
+    real[path] = os.path.realpath(path)
+    first = chosen.setdefault(real[path], path)
+    if _through_link(first, real[path]) and not _through_link(path,
+                                                              real[path]):
+      chosen[real[path]] = path
+  kept = dict.fromkeys(path for path in paths
+                       if path in real and chosen[real[path]] == path)
+  return list(kept), dict(skipped)  # `kept`: in order, each once.
 
 
-def _through_link(path: str) -> bool:
-  return os.path.realpath(path) != os.path.abspath(path)
+def _through_link(path: str, real: str) -> bool:
+  return real != os.path.abspath(path)

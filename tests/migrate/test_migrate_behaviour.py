@@ -46,9 +46,13 @@ _NVIDIA = ("`TF_ENABLE_AUTO_MIXED_PRECISION_{}` made NVIDIA's TF1 containers {};
            "stock TensorFlow ignores it, so this does nothing: {}, or run the "
            "script unchanged with `python -m mp_optimizer.nvidia_environment "
            "SCRIPT ARGS...`")
-# What the rewrite alone is, on stock TensorFlow (test_rewrite_alone_...).
+# What the rewrite alone is, on stock TensorFlow, and the lines of
+# nvidia_runner.py that test_nvidia_findings_spell_what_the_container_did
+# changes.
 _REWRITE_ALONE = ("tf.config.optimizer.set_experimental_options("
                   "{\"auto_mixed_precision\": True})")
+_SET = 'os.environ["TF_ENABLE_AUTO_MIXED_PRECISION_{}"] = "{}"'
+_OPTIMIZER = "      opt = v1.train.MomentumOptimizer(learning_rate, momentum=0.9)\n"
 _GETTER = (
     "`bfloat16_variable_getter` looks like a hand-written float32 "
     "master-weight getter: `mp_optimizer.float32_variable_getter` stores "
@@ -181,24 +185,44 @@ class ConvertedBehaviourTest(converted_files.ConvertedFilesTest):
     self.assertEqual((kernel.dtype.base_dtype, moving.dtype.base_dtype),
                      (tf.bfloat16, tf.bfloat16))
 
-  def test_rewrite_alone_as_the_container_with_the_findings_spelling(self):
-    # `..._GRAPH_REWRITE=1` with loss scaling off: what the finding spells
-    # does what mp_optimizer.nvidia_environment does for the container's
-    # variables: the rewrite on, no loss scaling.
-    setting = 'os.environ["TF_ENABLE_AUTO_MIXED_PRECISION_GRAPH_REWRITE"] = "1"'
-    runner = FIXTURES / "nvidia_runner.py"
-    self.assertIn(setting, runner.read_text())
-    spelled = self.dir / "rewrite_alone.py"
-    spelled.write_text(runner.read_text().replace(setting, _REWRITE_ALONE))
-    flags = ["--amp", "--static-loss-scale"]
+  @parameterized.named_parameters(
+      # `..._GRAPH_REWRITE=1`, loss scaling off (--static-loss-scale): the
+      # rewrite on, no loss scaling.
+      ("rewrite_alone", ["--amp", "--static-loss-scale"], {}, {
+          _SET.format("GRAPH_REWRITE", 1): _REWRITE_ALONE},
+       ["auto_mixed_precision 1", "scale variables []"]),
+      # `..._LOSS_SCALING=1`, the rewrite off: loss scaling, no rewrite.
+      ("loss_scaling_alone", ["--amp"], {
+          _SET.format("GRAPH_REWRITE", 1): _SET.format("GRAPH_REWRITE", 0)}, {
+              _SET.format("LOSS_SCALING", 1): "pass",
+              _OPTIMIZER: _OPTIMIZER + "      opt = mp_optimizer."
+                          "MixedPrecisionLossScaleOptimizer(opt, \"dynamic\")\n",
+              "import tensorflow as tf\n": "import tensorflow as tf\n"
+                                           "import mp_optimizer\n"},
+       ["auto_mixed_precision 0",
+        "scale variables ['current_loss_scale', 'good_steps']"]))
+  def test_nvidia_findings_spell_what_the_container_did(self, flags, setting,
+                                                        spelling, tail):
+    # What a finding spells does what mp_optimizer.nvidia_environment does
+    # for the container's variable (docs: NVIDIA's containers).
+    text = (FIXTURES / "nvidia_runner.py").read_text()
+    for old, new in setting.items():
+      self.assertIn(old, text)
+      text = text.replace(old, new)
+    container = self.dir / "container.py"
+    container.write_text(text)
+    spelled = self.dir / "spelled.py"
+    for old, new in spelling.items():
+      self.assertIn(old, text)
+      text = text.replace(old, new)
+    spelled.write_text(text)
     honoured = converted_files.run([sys.executable, "-m",
                                     "mp_optimizer.nvidia_environment",
-                                    str(runner), *flags])
+                                    str(container), *flags])
     ours = converted_files.run([sys.executable, str(spelled), *flags])
     self.assertEqual((honoured[0], ours[0]), (0, 0), honoured[2] + ours[2])
     self.assertEqual(ours[1], honoured[1])
-    self.assertEqual(ours[1].splitlines()[-2:], ["auto_mixed_precision 1",
-                                                 "scale variables []"])
+    self.assertEqual(ours[1].splitlines()[-2:], tail)
 
   def test_imports_land_after_the_environment_is_set(self):
     status, out, err = converted_files.run([sys.executable,
