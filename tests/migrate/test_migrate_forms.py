@@ -47,6 +47,15 @@ FORMS = [
      "reset = m.get_loss_scale().assign(8.0)\n"
      "again = tf.compat.v1.assign(m.get_loss_scale(), 1024.0)\n"
      "inner = opt._opt\n"),
+    ("private_members_the_replacement_keeps",
+     TF + "\nopt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, 'dynamic')\ninner = opt._opt\n"
+     "m = tf.contrib.mixed_precision.FixedLossScaleManager(8)\n"
+     "value = m._loss_scale\n",
+     TF + "from mp_optimizer import managers\nimport mp_optimizer\n"
+     "\nopt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, 'dynamic')\ninner = opt._opt\n"
+     "m = managers.FixedLossScaleManager(8)\nvalue = m._loss_scale\n"),
     ("contrib_attribute",
      TF + "\nm = tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager("
      "2**15, 2000)\nopt = tf.contrib.mixed_precision.LossScaleOptimizer(opt, m)\n",
