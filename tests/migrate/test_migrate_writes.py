@@ -91,32 +91,24 @@ class WritesTest(parameterized.TestCase):
     self.assertEqual(self.read(path), _LEGACY + edit)
     self.assertEqual(os.listdir(self.dir), ["train.py"])  # No temporary left.
 
-  def test_read_only_file_of_another_user_is_refused(self):
+  @parameterized.named_parameters(
+      ("read_only_refused", 0o444, 2, "", [
+          "{}: read-only (-r--r--r--): not written; make it writable to "
+          "convert it", _summary(0, 1)], _LEGACY),
+      ("writable_converted", 0o664, 0, "rewrote {}\n", [_summary(1, 0)],
+       _CONVERTED))
+  def test_file_of_another_user_keeps_owner_and_mode(self, mode, status, out,
+                                                     err, text):
     self.need_root()
     path = self.write("train.py", _LEGACY)
     os.chown(path, _OTHER_USER, _OTHER_USER)
-    os.chmod(path, 0o444)
-    status, _, err = self.run_cli("--in-place", path)
-    self.assertEqual((status, err), (2, [
-        f"{path}: read-only (-r--r--r--): not written; make it writable to "
-        "convert it", _summary(0, 1)]))
-    self.assertEqual(self.read(path), _LEGACY)
+    os.chmod(path, mode)
+    self.assertEqual(self.run_cli("--in-place", path),
+                     (status, out.format(path), [e.format(path) for e in err]))
+    self.assertEqual(self.read(path), text)
     info = os.stat(path)
     self.assertEqual((info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)),
-                     (_OTHER_USER, _OTHER_USER, 0o444))
-
-  def test_writable_file_of_another_user_keeps_owner_and_mode(self):
-    self.need_root()
-    path = self.write("train.py", _LEGACY)
-    os.chown(path, _OTHER_USER, _OTHER_USER)
-    os.chmod(path, 0o664)
-    status, out, err = self.run_cli("--in-place", path)
-    self.assertEqual((status, out, err),
-                     (0, f"rewrote {path}\n", [_summary(1, 0)]))
-    self.assertEqual(self.read(path), _CONVERTED)
-    info = os.stat(path)
-    self.assertEqual((info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)),
-                     (_OTHER_USER, _OTHER_USER, 0o664))
+                     (_OTHER_USER, _OTHER_USER, mode))
 
   def test_owner_that_cannot_be_kept_is_refused(self):
     self.need_root()
