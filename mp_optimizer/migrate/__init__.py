@@ -29,8 +29,10 @@ From Python, `convert(source)` returns the new source and its findings
 (`Finding.needs_human` is False for a notice).
 
 The names in `__all__` are the package's interface. Its modules are the
-tool's inner workings, one step each: `cli` (the command line), `files` (one
-file read, converted, written), `codemod` (`convert`, the passes in order),
+tool's inner workings, one step each: `cli` (the command line), `selection`
+(which files found are converted: each real file once, TensorFlow's own
+sources never), `files` (one file read, converted, written only if unchanged
+since it was read, owner and mode kept), `codemod` (`convert`, the passes in order),
 `names` (the legacy names and their targets), `resolve` (what a name refers
 to through imports and aliases), `expressions` (rewrites legacy references),
 `flow` and `calls` (legacy calls and what flows into their arguments),

@@ -21,6 +21,7 @@ from typing import List, Optional, Sequence, TextIO
 
 from mp_optimizer.migrate import files
 from mp_optimizer.migrate import names
+from mp_optimizer.migrate import selection
 
 # Fewer files than this to convert are not worth starting workers for.
 _PARALLEL_FROM = 4
@@ -59,6 +60,8 @@ def _skip(path: str) -> Optional[files.Result]:
     data = files.read(path)
   except OSError as e:  # Gone, unreadable, a dangling link, a FIFO.
     return _unreadable(path, e)
+  if b"\0" in data:  # UTF-16 or UTF-32: the filter cannot see through it.
+    return files.not_text(path)
   return None if names.might_use_legacy(data) else files.Result()
 
 
@@ -102,14 +105,17 @@ def _run(paths: List[str], in_place: bool, jobs: int) -> List[files.Result]:
   return results
 
 
-def summary(results: List[files.Result], in_place: bool, errors: int) -> str:
-  """The run's last line: files scanned, changed, findings, notices, errors."""
+def summary(results: List[files.Result], in_place: bool, errors: int,
+            skipped: int = 0) -> str:
+  """The run's last line: files scanned, changed, findings, notices, errors
+  (and TensorFlow's own sources skipped, if any)."""
   changed = sum(r.changed for r in results)
   return (f"mp-optimizer-migrate: {len(results)} files scanned, {changed} "
           f"{'changed' if in_place else 'to change'}, "
           f"{sum(r.findings for r in results)} findings, "
           f"{sum(r.notices for r in results)} notices, "
-          f"{errors + sum(r.status == 2 for r in results)} errors")
+          f"{errors + sum(r.status == 2 for r in results)} errors" +
+          (f", {skipped} skipped" if skipped else ""))
 
 
 def _pool(jobs: int, files_to_convert: int):
@@ -184,10 +190,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           file=sys.stderr)
     return 2
   errors: List[str] = []
-  paths = list(files.python_files(args.paths, errors))
+  paths, vendored = selection.select(list(files.python_files(args.paths,
+                                                              errors)))
+  for root, count in vendored.items():
+    print(f"{root}: TensorFlow's own sources ({count} files): skipped, not "
+          "converted", file=sys.stderr)
   results = _run(paths, args.in_place, args.jobs)
   status = max([r.status for r in results] + [2 if errors else 0])
   for error in errors:
     print(error, file=sys.stderr)
-  print(summary(results, args.in_place, len(errors)), file=sys.stderr)
+  print(summary(results, args.in_place, len(errors), sum(vendored.values())),
+        file=sys.stderr)
   return status

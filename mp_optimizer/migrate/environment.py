@@ -4,8 +4,11 @@
 `..._GRAPH_REWRITE`, `..._LOSS_SCALING`; through `os.environ.setdefault`,
 `os.environ.update`, `os.putenv`, or `from os import environ`) made NVIDIA's
 TF1 containers rewrite every `tf.train.Optimizer` for float16 with dynamic
-loss scaling. Stock TensorFlow ignores it: the script trains in float32
-without loss scaling. Setting one to "0" (or "false") does nothing either
+loss scaling; `..._GRAPH_REWRITE` alone, the rewrite without loss scaling;
+`..._LOSS_SCALING` alone, loss scaling without the rewrite. Stock
+TensorFlow ignores them: the script trains in float32 without loss scaling.
+Each finding names the spelling that does what that variable did
+(`mp_optimizer.nvidia_environment` documents the rules). Setting one to "0" (or "false") does nothing either
 way and is not reported; any other value, a flag's value included
 (`"1" if args.amp else "0"`), is.
 """
@@ -18,22 +21,36 @@ from mp_optimizer.migrate import findings
 from mp_optimizer.migrate import resolve
 
 _BOTH = "TF_ENABLE_AUTO_MIXED_PRECISION"
+_REWRITE, _SCALING = _BOTH + "_GRAPH_REWRITE", _BOTH + "_LOSS_SCALING"
+_REWRITE_CALL = "`mp_optimizer.enable_mixed_precision_graph_rewrite(opt, \"dynamic\")`"
+_SCALING_CALL = "`mp_optimizer.MixedPrecisionLossScaleOptimizer(opt, \"dynamic\")`"
+# Variable -> (what NVIDIA's containers did for it, the spelling that does
+# the same on stock TensorFlow).
 _WHAT = {
-    _BOTH: "the float16 graph rewrite and dynamic loss scaling",
-    _BOTH + "_GRAPH_REWRITE": "the float16 graph rewrite",
-    _BOTH + "_LOSS_SCALING": "dynamic loss scaling",
+    _BOTH: ("apply the float16 graph rewrite and dynamic loss scaling to every "
+            "tf.compat.v1 optimizer", f"wrap the optimizer with {_REWRITE_CALL}"),
+    _REWRITE: (
+        "run the float16 graph rewrite, which does not scale the loss "
+        f"(`{_BOTH}` and `{_SCALING}` decided that)", "for the rewrite alone call "
+        "`tf.config.optimizer.set_experimental_options({\"auto_mixed_precision"
+        "\": True})` before the Session is created (with loss scaling on too, "
+        f"wrap the optimizer with {_REWRITE_CALL} instead)"),
+    _SCALING: (
+        "apply dynamic loss scaling to every tf.compat.v1 optimizer, which "
+        f"does not rewrite the graph (`{_BOTH}` and `{_REWRITE}` decided "
+        "that)",
+        f"wrap the optimizer with {_SCALING_CALL} ({_REWRITE_CALL} with the "
+        "rewrite on too)"),
 }
 _OFF = ("0", "false", "")
 _SETTERS = {"os.environ.setdefault", "os.putenv", "posix.putenv"}
 
 
 def _reason(name: str) -> str:
-  return (f"`{name}` made NVIDIA's TF1 containers apply {_WHAT[name]} to "
-          "every tf.compat.v1 optimizer; stock TensorFlow ignores it, so this "
-          "trains in float32 without loss scaling: wrap the optimizer with "
-          "`mp_optimizer.enable_mixed_precision_graph_rewrite(opt, \"dynamic\")`"
-          " (`mp_optimizer.MixedPrecisionLossScaleOptimizer(opt, \"dynamic\")` "
-          "for loss scaling alone), or run the script unchanged with "
+  did, spelling = _WHAT[name]
+  return (f"`{name}` made NVIDIA's TF1 containers {did}; stock TensorFlow "
+          "ignores it, so this does nothing: "
+          f"{spelling}, or run the script unchanged with "
           "`python -m mp_optimizer.nvidia_environment SCRIPT ARGS...`")
 
 

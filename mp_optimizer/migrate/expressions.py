@@ -7,7 +7,9 @@ name bound by an import is left as it is: the import pass rewrites the import.
 Where a reference cannot be converted safely (it reaches a Keras API, it is a
 TensorFlow namespace used as a value, a `getattr` hides the name) it is left
 as written and reported as a `Finding`; a converted name whose meaning shifts
-(in a type check, as the base of a loss-scale subclass) is reported too.
+(in a type check, as the base of a loss-scale subclass that does not
+implement the manager's two methods) is reported too, and so is this
+library's name for it in converted code, run again.
 """
 
 from typing import Callable, Dict, List, Optional, Set
@@ -18,11 +20,13 @@ from mp_optimizer.migrate import findings
 from mp_optimizer.migrate import flow
 from mp_optimizer.migrate import names
 from mp_optimizer.migrate import resolve
+from mp_optimizer.migrate import subclasses
 from mp_optimizer.migrate.resolve import source_text
 
 _TYPE_CHECKS = frozenset({"builtins.isinstance", "builtins.issubclass"})
 _GETATTR = "builtins.getattr"
 _TF_LOSS_SCALES = frozenset({"LossScale", "FixedLossScale", "DynamicLossScale"})
+_MANAGER_METHODS = ("get_loss_scale", "update_loss_scale")
 _BY_HAND = "use managers.*/mp_optimizer.* names directly"
 
 
@@ -108,6 +112,7 @@ class ExpressionPass(cst.CSTTransformer):
       return updated
     path = self._resolve.legacy_path(original)
     if path is None:
+      self._library_name(original)
       return updated
     target = names.LEGACY_NAMES.get(path)
     if target is not None:
@@ -140,20 +145,40 @@ class ExpressionPass(cst.CSTTransformer):
                    "replacement works with tf.compat.v1 optimizers only; use "
                    "tf.keras.mixed_precision here")
       return updated
-    if is_tf and context == "type check":
-      self._report(original, f"{label} in a type check now means "
-                   f"{target.package}.{target.name}: objects made by "
-                   "TensorFlow itself (or by files not converted yet) fail it")
-    if is_tf and context == "base" and target.name in _TF_LOSS_SCALES:
-      self._report(original, f"subclass of {label}: the optimizer calls "
-                   "get_loss_scale() and update_loss_scale(finite), not "
-                   "__call__() and update(grads); implement those two")
+    if is_tf:
+      self._report_shifts(original, target, context)
     self.converted_tf_names |= is_tf
     if isinstance(original, cst.Name) or (
         isinstance(original.value, cst.Name) and
         self._resolve.legacy_path(original.value) in names.CONTRIB_MODULES):
       return updated  # Bound by an import: the import pass rewrites that.
     return self._ref(target.package, target.name, like=original)
+
+  def _library_name(self, node: cst.CSTNode) -> None:
+    """Converted code, run again: reports what the conversion of one of
+    TensorFlow's names left to check, as the first run did."""
+    parent = self._resolve.parent(node)
+    if isinstance(parent, cst.Attribute) and parent.value is node:
+      return  # The enclosing attribute decides.
+    target = self._resolve.target(node)
+    if target is not None and target.family == names.TF:
+      self._report_shifts(node, target, self._context(node))
+
+  def _report_shifts(self, node: cst.CSTNode, target: names.Target,
+                     context: Optional[str]) -> None:
+    """Reports one of TensorFlow's names whose meaning shifted here."""
+    label = f"`{source_text(node)}`"
+    ours = f"{target.package}.{target.name}"
+    if context == "type check":
+      means = "" if source_text(node) == ours else f" now means {ours}"
+      self._report(node, f"{label} in a type check{means}: objects made by "
+                   "TensorFlow itself (or by files not converted yet) fail it")
+    elif context == "base" and target.name in _TF_LOSS_SCALES and not (
+        subclasses.defines(self._resolve.parent(self._resolve.parent(node)),
+                           _MANAGER_METHODS)):
+      self._report(node, f"subclass of {label}: the optimizer calls "
+                   "get_loss_scale() and update_loss_scale(finite), not "
+                   "__call__() and update(grads); implement those two")
 
   def _is_alias_definition(self, node: cst.CSTNode) -> bool:
     assign = self._resolve.parent(node)

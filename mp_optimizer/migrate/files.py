@@ -76,16 +76,30 @@ def read(path: str) -> bytes:
     return f.read()
 
 
-def _write(path: str, data: bytes) -> None:
+class NotWritten(Exception):
+  """A file `--in-place` must leave as it is; the message says why."""
+
+
+def _write(path: str, data: bytes, original: bytes) -> None:
   """Writes `data` to `path` through a temporary file and a rename.
 
   The temporary file lives in the target's own folder (a rename never crosses
-  file systems) and takes its permissions; a write that fails leaves the
-  original untouched. A symbolic link keeps pointing at the file it did.
+  file systems) and takes its owner, group and permissions; a write that
+  fails leaves the original untouched. A symbolic link keeps pointing at the
+  file it did. Just before the rename, the file is read again: if it no
+  longer holds `original` (it was edited since), it is left as it is.
+
+  Raises:
+    NotWritten: If the file is read-only, its owner cannot be kept, or it
+      changed since it was read.
+    OSError: If the write fails.
   """
   target = os.path.realpath(path)
+  info = os.stat(target)
+  if not info.st_mode & 0o222:
+    raise NotWritten(f"read-only ({stat.filemode(info.st_mode)}): not "
+                     "written; make it writable to convert it")
   folder, name = os.path.split(target)
-  mode = stat.S_IMODE(os.stat(target).st_mode)
   fd, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp",
                                    dir=folder)
   try:
@@ -93,11 +107,35 @@ def _write(path: str, data: bytes) -> None:
       f.write(data)
       f.flush()
       os.fsync(f.fileno())
-    os.chmod(temporary, mode)
+      _keep_owner(f.fileno(), info)
+    os.chmod(temporary, stat.S_IMODE(info.st_mode))
+    with open(target, "rb") as f:
+      if f.read() != original:
+        raise NotWritten("changed since it was read: not written; run again")
     os.replace(temporary, target)
   except BaseException:
     os.unlink(temporary)
     raise
+
+
+def _keep_owner(fd: int, info: os.stat_result) -> None:
+  """Gives the open file `fd` the owner and group in `info`."""
+  mine = os.fstat(fd)
+  if (mine.st_uid, mine.st_gid) == (info.st_uid, info.st_gid):
+    return
+  try:
+    os.fchown(fd, info.st_uid, info.st_gid)
+  except PermissionError:
+    raise NotWritten(f"cannot keep its owner (uid {info.st_uid}, gid "
+                     f"{info.st_gid}): not written; run as its owner (or "
+                     "root) to convert it") from None
+
+
+def not_text(path: str) -> Result:
+  """The result for a file with NUL bytes, which Python cannot read."""
+  return Result(2, err=[
+      f"{path}: cannot read: NUL bytes (UTF-16 or UTF-32 text?), which "
+      "Python source cannot hold: save it as UTF-8, then run again"])
 
 
 def _syntax_error_line(text: str, path: str, fallback: int) -> str:
@@ -133,9 +171,16 @@ def process(path: str, data: bytes, in_place: bool) -> Result:
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     old = data.decode(encoding)
     new, findings = codemod.convert(old)
-  except (SyntaxError, UnicodeDecodeError) as e:
-    result.err.append(f"{path}:{getattr(e, 'lineno', None) or 1}: cannot "
-                      f"read: {e}")
+  except SyntaxError as e:  # A bad encoding declaration.
+    result.err.append(f"{path}:{e.lineno or 1}: cannot read: {e}")
+    result.status = 2
+    return result
+  except UnicodeDecodeError as e:
+    # `e.start` is where in `e.object`: `data`, or what follows a BOM.
+    line = e.object.count(b"\n", 0, e.start) + 1
+    result.err.append(f"{path}:{line}: cannot read: byte "
+                      f"0x{e.object[e.start]:02x} is not valid {e.encoding} "
+                      f"({e.reason})")
     result.status = 2
     return result
   except cst.ParserSyntaxError as e:
@@ -155,9 +200,11 @@ def process(path: str, data: bytes, in_place: bool) -> Result:
   result.changed = True
   if in_place:
     try:
-      _write(path, new.encode(encoding))
-    except OSError as e:
-      result.err.append(f"{path}: cannot write: {e.strerror or e}")
+      _write(path, new.encode(encoding), data)
+    except (NotWritten, OSError) as e:
+      why = e if isinstance(e, NotWritten) else (
+          f"cannot write: {e.strerror or e}")
+      result.err.append(f"{path}: {why}")
       result.status, result.changed = 2, False
       return result
     result.out = f"rewrote {path}\n".encode()

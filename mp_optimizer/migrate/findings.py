@@ -4,13 +4,19 @@ The expression pass reports what it sees while it decides how to rewrite a
 legacy reference (a Keras API, a type check, a base class, a namespace used as
 a value, a dynamic `getattr`). The rest is reported here: imports of names
 contrib never had, star imports that hide which names a file uses, private
-members of the legacy classes, contrib's scale variable used as a variable,
-strings that name a legacy module, and Keras mixed precision in a file whose
-TensorFlow loss scales were converted.
+members of the legacy classes, strings that name a legacy module, and Keras
+mixed precision in a file whose TensorFlow loss scales were converted (or,
+run again, that uses this library's names for them).
+
+Not reported: contrib's scale variable used as a variable
+(`tf.assign(manager.get_loss_scale(), v)`, `.assign`, `.load`), since the
+replacement's `get_loss_scale()` returns its scale variable as contrib's
+did; and the private members the replacement keeps with the same meaning
+(`names.KEPT_PRIVATE`, such as the optimizer's `_opt`).
 """
 
 import dataclasses
-from typing import Callable, Dict, List, Optional, Set
+from typing import Callable, Dict, List, Optional
 
 import libcst as cst
 
@@ -18,19 +24,6 @@ from mp_optimizer.migrate import names
 from mp_optimizer.migrate import resolve
 from mp_optimizer.migrate import subclasses
 from mp_optimizer.migrate.resolve import source_text
-
-# Variable methods that contrib's `get_loss_scale()` result had and a tensor
-# does not.
-_VARIABLE_ONLY = frozenset({"assign", "assign_add", "assign_sub", "load",
-                            "initializer"})
-# The function forms: `tf.assign(ref, value)` and the like.
-_ASSIGN_FUNCTIONS = frozenset(
-    f"{package}{compat}.{name}" for package in ("tensorflow", "tensorflow_core")
-    for compat in ("", ".compat.v1")
-    for name in ("assign", "assign_add", "assign_sub"))
-_RETURNS_VALUE = ("contrib's get_loss_scale() returned the scale variable, "
-                  "the replacement returns its value: take the variable from "
-                  "the manager's variables()")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +72,8 @@ class FindingsPass(cst.CSTVisitor):
     self.findings: List[Finding] = []
     self._converted_tf_names = converted_tf_names
     self._resolve = resolve.Resolver(self.get_metadata, lines)
-    self._legacy_objects: Set[str] = set()  # `opt`, `self.opt`: legacy values.
+    # `opt`, `self.opt`: legacy values -> the legacy class they were made by.
+    self._legacy_objects: Dict[str, str] = {}
     # Each enclosing class, if it extends a legacy class (or such a class
     # of this file: `_subclassed`, name -> the legacy class).
     self._classes: List[Optional[subclasses.Subclass]] = []
@@ -158,9 +152,11 @@ class FindingsPass(cst.CSTVisitor):
                    "the legacy class; the replacement never calls it")
 
   def visit_Assign(self, node: cst.Assign) -> None:
-    if isinstance(node.value, cst.Call) and (
-        self._resolve.target(node.value.func) is not None):
-      self._legacy_objects.update(source_text(t.target) for t in node.targets)
+    target = isinstance(node.value, cst.Call) and self._resolve.target(
+        node.value.func)
+    if target:
+      self._legacy_objects.update(
+          (source_text(t.target), target.name) for t in node.targets)
 
   # References ----------------------------------------------------------------
 
@@ -176,8 +172,11 @@ class FindingsPass(cst.CSTVisitor):
           node, cst.Attribute) and source_text(node.value) == "self":
         self._classes[-1].record(node.attr.value, assigned=True)
       return
-    if self._resolve.legacy_path(node) or self._resolve.target(node):
+    legacy, target = self._resolve.legacy_path(node), self._resolve.target(node)
+    if legacy or target:
       self._saw_legacy = True
+      # This library's name for one of TensorFlow's: converted code, run again.
+      self._converted_tf_names |= legacy is None and target.family == names.TF
       return
     self._check_other(node)
 
@@ -190,17 +189,15 @@ class FindingsPass(cst.CSTVisitor):
     if not isinstance(node, cst.Attribute):
       return
     attr, receiver = node.attr.value, source_text(node.value)
-    value = node.value
-    if attr in _VARIABLE_ONLY and isinstance(value, cst.Call) and isinstance(
-        value.func, cst.Attribute) and value.func.attr.value == "get_loss_scale":
-      self._report(node, _RETURNS_VALUE, only_if_legacy=True)
-    elif receiver == "self" and self._classes and self._classes[-1] and (
+    if receiver == "self" and self._classes and self._classes[-1] and (
         self._classes[-1].record(attr, assigned=False)):
       return  # Reported with its class.
-    elif attr.startswith("_") and not attr.startswith("__") and (
-        attr in names.DISTINCTIVE_PRIVATE or receiver in self._legacy_objects
+    made_by = self._legacy_objects.get(receiver)
+    if attr.startswith("_") and not attr.startswith("__") and (
+        attr in names.DISTINCTIVE_PRIVATE or made_by is not None
         or (receiver == "self" and self._classes and self._classes[-1]
-            and attr in names.LEGACY_PRIVATE)):
+            and attr in names.LEGACY_PRIVATE)) and (
+                made_by not in names.KEPT_PRIVATE.get(attr, ())):
       hint = names.PRIVATE_HINTS.get(attr)
       self._report(node, f"`{receiver}.{attr}` is private to the legacy class "
                    "and the replacement has no such attribute" +
@@ -215,16 +212,6 @@ class FindingsPass(cst.CSTVisitor):
     return isinstance(parent, cst.AssignTarget) or (
         isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and
         parent.target is node)
-
-  def visit_Call(self, node: cst.Call) -> None:
-    """`tf.assign(manager.get_loss_scale(), v)` and its like."""
-    func = {q.name for q in self._resolve.qualified_names(node.func)}
-    if not func & _ASSIGN_FUNCTIONS or not node.args:
-      return
-    ref = node.args[0].value
-    if isinstance(ref, cst.Call) and isinstance(ref.func, cst.Attribute) and (
-        ref.func.attr.value == "get_loss_scale"):
-      self._report(node, _RETURNS_VALUE, only_if_legacy=True)
 
   def leave_SimpleString(self, original_node: cst.SimpleString) -> None:
     value = original_node.evaluated_value

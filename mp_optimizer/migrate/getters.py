@@ -10,9 +10,13 @@ def float32_variable_storage_getter(getter, name, ..., dtype=None, ...):
 ```
 
 Such a getter keeps working, so nothing is rewritten; a notice names
-`mp_optimizer.float32_variable_getter`, which does the same and also covers
-what hand-written ones often miss (a float16 dtype that comes only from the
-initializer's value, partitioned variables, an enclosing scope's getter).
+`mp_optimizer.float32_variable_getter` and says what it does: it stores
+trainable float16/bfloat16 variables in float32 and creates every other one
+as requested, and covers what hand-written ones often miss (a float16 dtype
+that comes only from the initializer's value, partitioned variables, an
+enclosing scope's getter). A getter whose code never names `trainable`
+(TPU code's bfloat16 getters) stores non-trainable variables in float32
+too: the notice says so.
 
 A function is taken for one when it has a getter's signature (its second
 parameter is `name`, or it takes `*args` after the first), its first
@@ -31,15 +35,20 @@ from mp_optimizer.migrate import findings
 
 
 
-def _notice(name: str) -> str:
+def _notice(name: str, reads_trainable: bool) -> str:
+  ignores = "" if reads_trainable else (
+      f"; `{name}` does not look at `trainable`, so it stores non-trainable "
+      "variables (moving averages, counters) in float32 too, and checkpoints "
+      "written with it hold them in float32")
   return (f"`{name}` looks like a hand-written float32 master-weight "
-          "getter: `mp_optimizer.float32_variable_getter` does the same "
-          "(trainable float16/bfloat16 variables stored in float32, cast on "
-          "read; float16 initial values, partitioned variables and an "
-          "enclosing scope's getter handled); pass it as `custom_getter=`, or "
-          "build the model under `with mp_optimizer.float32_master_weights():`."
-          " Checkpoint names stay the same. Not rewritten: such getters "
-          "differ in detail")
+          "getter: `mp_optimizer.float32_variable_getter` stores trainable "
+          "float16/bfloat16 variables in float32 and casts them on read, "
+          "creates every other variable as requested, and also handles "
+          "float16 initial values, partitioned variables and an enclosing "
+          f"scope's getter{ignores}; pass it as `custom_getter=`, or build "
+          "the model under `with mp_optimizer.float32_master_weights():`. "
+          "Checkpoint names stay the same. Not rewritten: such getters differ "
+          "in detail")
 
 
 class GetterPass(cst.CSTVisitor):
@@ -67,8 +76,8 @@ class GetterPass(cst.CSTVisitor):
     if shape.calls_getter and shape.float32 and shape.casts and shape.returns:
       line = self._lines(
           self.get_metadata(metadata.PositionProvider, node).start.line)
-      self.findings.append(findings.Finding(line, _notice(node.name.value),
-                                            needs_human=False))
+      self.findings.append(findings.Finding(
+          line, _notice(node.name.value, shape.trainable), needs_human=False))
 
 
 class _Shape(cst.CSTVisitor):
@@ -78,6 +87,7 @@ class _Shape(cst.CSTVisitor):
     super().__init__()
     self._getter = getter
     self.calls_getter = self.float32 = self.casts = self.returns = False
+    self.trainable = False  # Whether it looks at `trainable` at all.
 
   def visit_Call(self, node: cst.Call) -> None:
     func = node.func
@@ -88,9 +98,11 @@ class _Shape(cst.CSTVisitor):
 
   def visit_Name(self, node: cst.Name) -> None:
     self.float32 |= node.value == "float32"
+    self.trainable |= node.value == "trainable"
 
   def visit_SimpleString(self, node: cst.SimpleString) -> None:
     self.float32 |= node.evaluated_value == "float32"
+    self.trainable |= node.evaluated_value == "trainable"
 
   def visit_Return(self, node: cst.Return) -> None:
     self.returns |= node.value is not None

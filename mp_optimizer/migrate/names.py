@@ -212,6 +212,18 @@ LEGACY_PRIVATE: FrozenSet[str] = DISTINCTIVE_PRIVATE | frozenset({
     "_incr_ratio", "_decr_ratio", "_scale_loss", "_apply_gradients",
 })
 
+# Private members the replacement keeps, with the legacy meaning, on what
+# the names listed make (their names in this library): contrib's optimizer
+# kept the wrapped optimizer in `_opt`, as the replacement's optimizers do
+# (also the one the graph rewrite returns for a tf.compat.v1 optimizer), and
+# its fixed manager the number in `_loss_scale`, as the replacement's fixed
+# scales do. Reading them is not reported there.
+KEPT_PRIVATE: Dict[str, FrozenSet[str]] = {
+    "_opt": frozenset({"LossScaleOptimizer", "MixedPrecisionLossScaleOptimizer",
+                       "enable_mixed_precision_graph_rewrite"}),
+    "_loss_scale": frozenset({"FixedLossScaleManager", "FixedLossScale"}),
+}
+
 # Public replacements for the private members people reached for most.
 PRIVATE_HINTS: Dict[str, str] = {
     "_loss_scale_manager": "`.loss_scale_manager`",

@@ -12,7 +12,9 @@ ones), and reports each class once, with what to do instead.
 """
 
 import dataclasses
-from typing import Set
+from typing import Iterable, Set
+
+import libcst as cst
 
 from mp_optimizer.migrate import names
 
@@ -47,10 +49,14 @@ class Subclass:
   assigns: Set[str] = dataclasses.field(default_factory=set)
 
   def record(self, attr: str, assigned: bool) -> bool:
-    """Notes `self.<attr>`; returns whether it is a legacy private name."""
+    """Notes `self.<attr>`; returns whether it is a legacy private name.
+
+    Reading one the replacement keeps (`names.KEPT_PRIVATE`) is fine.
+    """
     if attr not in names.LEGACY_PRIVATE:
       return False
-    (self.assigns if assigned else self.reads).add(attr)
+    if assigned or self.base not in names.KEPT_PRIVATE.get(attr, ()):
+      (self.assigns if assigned else self.reads).add(attr)
     return True
 
   def reason(self) -> str:
@@ -65,7 +71,7 @@ class Subclass:
       return ""
     head = (f"class `{self.name}` extends `{self.base}` and "
             f"{' and '.join(used)}: private attributes of the legacy class, "
-            "which the replacement neither sets nor reads (it fails, or "
+            "which the replacement does not use as it did (it fails, or "
             "ignores them, when the graph is built); ")
     if self.base not in _MANAGERS:
       return head + ("use the replacement's public properties "
@@ -77,3 +83,12 @@ class Subclass:
         "variables of your own" +
         (f", or drop the class and pass its values to "
          f"`managers.{self.base}({settings})`" if settings else ""))
+
+
+def defines(node: cst.CSTNode, methods: Iterable[str]) -> bool:
+  """Whether `node` is a class whose body defines every one of `methods`."""
+  if not isinstance(node, cst.ClassDef):
+    return False
+  defined = {statement.name.value for statement in node.body.body
+             if isinstance(statement, cst.FunctionDef)}
+  return set(methods) <= defined

@@ -26,8 +26,8 @@ FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 _SKIPS = ("now skips steps with NaN/Inf gradients where TensorFlow applied "
           "them; to keep TensorFlow's behaviour write ")
 _SUBCLASS = (
-    "private attributes of the legacy class, which the replacement neither "
-    "sets nor reads (it fails, or ignores them, when the graph is built); "
+    "private attributes of the legacy class, which the replacement does not "
+    "use as it did (it fails, or ignores them, when the graph is built); "
     "subclass `managers.LossScaleManager` and implement `get_loss_scale()` and "
     "`update_loss_scale(finite_grads)` with variables of your own, or drop the "
     "class and pass its values to `managers.ExponentialUpdateLossScaleManager("
@@ -41,16 +41,33 @@ _KERAS_REWRITE = (
     "for any other; for Keras use "
     "tf.keras.mixed_precision.set_global_policy('mixed_float16'), and "
     "model.compile wraps the optimizer in Keras's LossScaleOptimizer")
-_NVIDIA = (
-    "`{}` made NVIDIA's TF1 containers apply {} to every tf.compat.v1 "
-    "optimizer; stock TensorFlow ignores it, so this trains in float32 "
-    "without loss scaling: wrap the optimizer with "
-    "`mp_optimizer.enable_mixed_precision_graph_rewrite(opt, \"dynamic\")` "
-    "(`mp_optimizer.MixedPrecisionLossScaleOptimizer(opt, \"dynamic\")` for "
-    "loss scaling alone), or run the script unchanged with "
-    "`python -m mp_optimizer.nvidia_environment SCRIPT ARGS...`")
+_REWRITE = "`mp_optimizer.enable_mixed_precision_graph_rewrite(opt, \"dynamic\")`"
+_NVIDIA = ("`TF_ENABLE_AUTO_MIXED_PRECISION_{}` made NVIDIA's TF1 containers {}; "
+           "stock TensorFlow ignores it, so this does nothing: {}, or run the "
+           "script unchanged with `python -m mp_optimizer.nvidia_environment "
+           "SCRIPT ARGS...`")
+# What the rewrite alone is, on stock TensorFlow, and the lines of
+# nvidia_runner.py that test_nvidia_findings_spell_what_the_container_did
+# changes.
+_REWRITE_ALONE = ("tf.config.optimizer.set_experimental_options("
+                  "{\"auto_mixed_precision\": True})")
+_SET = 'os.environ["TF_ENABLE_AUTO_MIXED_PRECISION_{}"] = "{}"'
+_OPTIMIZER = "      opt = v1.train.MomentumOptimizer(learning_rate, momentum=0.9)\n"
+_GETTER = (
+    "`bfloat16_variable_getter` looks like a hand-written float32 "
+    "master-weight getter: `mp_optimizer.float32_variable_getter` stores "
+    "trainable float16/bfloat16 variables in float32 and casts them on read, "
+    "creates every other variable as requested, and also handles float16 "
+    "initial values, partitioned variables and an enclosing scope's getter; "
+    "`bfloat16_variable_getter` does not look at `trainable`, so it stores "
+    "non-trainable variables (moving averages, counters) in float32 too, and "
+    "checkpoints written with it hold them in float32; pass it as "
+    "`custom_getter=`, or build the model under `with "
+    "mp_optimizer.float32_master_weights():`. Checkpoint names stay the "
+    "same. Not rewritten: such getters differ in detail")
 # Fixture -> the exact stderr lines of the conversion ({} is the file).
 MESSAGES = {
+    "bfloat16_getter.py": ["{}:11: notice: " + _GETTER],
     "environment_first.py": [],
     "estimator_model_fns.py": [],
     "fixed_scale.py": [
@@ -78,18 +95,29 @@ MESSAGES = {
         "{}:12: `opt` is already wrapped for loss scaling (line 11) and is "
         "wrapped again here by `LossScaleOptimizer`: the replacement refuses "
         "to wrap twice (TensorFlow scaled the loss twice); keep one wrapper",
-        "{}:17: contrib's get_loss_scale() returned the scale variable, the "
-        "replacement returns its value: take the variable from the manager's "
-        "variables()",
-        "{}:21: `incr_every_n_steps=1000.5` is not a whole number of steps "
+        "{}:17: `incr_every_n_steps=1000.5` is not a whole number of steps "
         "(the counters are integers): write the int you mean"],
     "nvidia_runner.py": [
         "{}:25: " + _NVIDIA.format(
-            "TF_ENABLE_AUTO_MIXED_PRECISION_GRAPH_REWRITE",
-            "the float16 graph rewrite"),
+            "GRAPH_REWRITE", "run the float16 graph rewrite, which does not "
+            "scale the loss (`TF_ENABLE_AUTO_MIXED_PRECISION` and "
+            "`TF_ENABLE_AUTO_MIXED_PRECISION_LOSS_SCALING` decided that)",
+            "for the rewrite alone call `" + _REWRITE_ALONE.replace(
+                "{", "{{").replace("}", "}}") + "` before the "
+            "Session is created (with loss scaling on too, wrap the "
+            f"optimizer with {_REWRITE} instead)"),
         "{}:36: " + _NVIDIA.format(
-            "TF_ENABLE_AUTO_MIXED_PRECISION_LOSS_SCALING",
-            "dynamic loss scaling")],
+            "LOSS_SCALING", "apply dynamic loss scaling to every "
+            "tf.compat.v1 optimizer, which does not rewrite the graph "
+            "(`TF_ENABLE_AUTO_MIXED_PRECISION` and "
+            "`TF_ENABLE_AUTO_MIXED_PRECISION_GRAPH_REWRITE` decided that)",
+            "wrap the optimizer with `mp_optimizer."
+            "MixedPrecisionLossScaleOptimizer(opt, \"dynamic\")` (" + _REWRITE +
+            " with the rewrite on too)")],
+    "private_members.py": [
+        "{}:13: `opt._loss_scale_manager` is private to the legacy class and "
+        "the replacement has no such attribute; use `.loss_scale_manager`"],
+    "scale_reset.py": [],
     "scoped_manager.py": [],
     "step_counts.py": [],
 }
@@ -111,6 +139,90 @@ class ConvertedBehaviourTest(converted_files.ConvertedFilesTest):
     expected = [line.format(self.dir / name)
                 for name, lines in sorted(MESSAGES.items()) for line in lines]
     self.assertEqual((status, err.splitlines()), (1, expected))
+
+  def test_scale_reset_and_inner_optimizer_work_as_with_contrib(self):
+    # Not reported: the replacement's get_loss_scale() returns the scale
+    # variable (as contrib's did), and its optimizer keeps contrib's `_opt`.
+    scale_reset = self.converted("scale_reset.py")
+    features, targets = _regression()
+    with tf.Graph().as_default() as graph:
+      train_op, reset, halve, momentum, opt = scale_reset.build(features,
+                                                                 targets)
+      with v1.Session(graph=graph) as sess:
+        sess.run(v1.global_variables_initializer())
+        scales = [sess.run(opt.get_loss_scale())]
+        for op in (reset, train_op, halve):
+          sess.run(op)
+          scales.append(sess.run(opt.get_loss_scale()))
+        slot = sess.run(momentum)
+    self.assertEqual(scales, [2.0**15, 1024.0, 1024.0, 512.0])
+    self.assertEqual(slot.shape, (4, 1))
+    self.assertTrue(np.all(slot != 0))  # The step reached the inner slots.
+
+  def test_private_member_reported_is_missing_and_its_hint_works(self):
+    private = self.converted("private_members.py")
+    inner = v1.train.GradientDescentOptimizer(0.5)
+    manager = mp_optimizer.managers.FixedLossScaleManager(64)
+    with tf.Graph().as_default():
+      with self.assertRaisesRegex(AttributeError, "_loss_scale_manager"):
+        private.scale_and_learning_rate(inner, manager)
+    opt = mp_optimizer.LossScaleOptimizer(inner, manager)
+    self.assertIs(opt.loss_scale_manager, manager)  # The finding's hint.
+
+  @parameterized.named_parameters(
+      # The notice: the hand-written getter stores the non-trainable
+      # variable in float32 too; the library's leaves it as requested.
+      ("hand_written", None, tf.float32),
+      ("float32_variable_getter", mp_optimizer.float32_variable_getter,
+       tf.bfloat16))
+  def test_getters_store_what_the_notice_says(self, getter, moving_mean):
+    module = self.converted("bfloat16_getter.py")
+    with tf.Graph().as_default():
+      kernel, moving = module.build(getter or module.bfloat16_variable_getter)
+      stored = {v.op.name: v.dtype.base_dtype for v in v1.global_variables()}
+    self.assertEqual(stored, {"layer/kernel": tf.float32,
+                              "layer/moving_mean": moving_mean})
+    self.assertEqual((kernel.dtype.base_dtype, moving.dtype.base_dtype),
+                     (tf.bfloat16, tf.bfloat16))
+
+  @parameterized.named_parameters(
+      # `..._GRAPH_REWRITE=1`, loss scaling off (--static-loss-scale): the
+      # rewrite on, no loss scaling.
+      ("rewrite_alone", ["--amp", "--static-loss-scale"], {}, {
+          _SET.format("GRAPH_REWRITE", 1): _REWRITE_ALONE},
+       ["auto_mixed_precision 1", "scale variables []"]),
+      # `..._LOSS_SCALING=1`, the rewrite off: loss scaling, no rewrite.
+      ("loss_scaling_alone", ["--amp"], {
+          _SET.format("GRAPH_REWRITE", 1): _SET.format("GRAPH_REWRITE", 0)}, {
+              _SET.format("LOSS_SCALING", 1): "pass",
+              _OPTIMIZER: _OPTIMIZER + "      opt = mp_optimizer."
+                          "MixedPrecisionLossScaleOptimizer(opt, \"dynamic\")\n",
+              "import tensorflow as tf\n": "import tensorflow as tf\n"
+                                           "import mp_optimizer\n"},
+       ["auto_mixed_precision 0",
+        "scale variables ['current_loss_scale', 'good_steps']"]))
+  def test_nvidia_findings_spell_what_the_container_did(self, flags, setting,
+                                                        spelling, tail):
+    # What a finding spells does what mp_optimizer.nvidia_environment does
+    # for the container's variable (docs: NVIDIA's containers).
+    text = (FIXTURES / "nvidia_runner.py").read_text()
+    for old, new in setting.items():
+      self.assertIn(old, text)
+      text = text.replace(old, new)
+    container = self.dir / "container.py"
+    container.write_text(text)
+    spelled = self.dir / "spelled.py"
+    for old, new in spelling.items():
+      self.assertIn(old, text)
+      text = text.replace(old, new)
+    spelled.write_text(text)
+    honoured = converted_files.run([sys.executable, "-m",
+                                    "mp_optimizer.nvidia_environment",
+                                    str(container), *flags])
+    ours = converted_files.run([sys.executable, str(spelled), *flags])
+    self.assertEqual((honoured[0], ours[0]), (0, 0), honoured[2] + ours[2])
+    self.assertEqual(ours[1], honoured[1])
+    self.assertEqual(ours[1].splitlines()[-2:], tail)
 
   def test_imports_land_after_the_environment_is_set(self):
     status, out, err = converted_files.run([sys.executable,

@@ -106,13 +106,14 @@ class CommandLineTest(parameterized.TestCase):
     self.assertEqual(self.run_main(path), (0, "", ""))
 
   def test_findings_exit_1_and_the_rest_is_converted(self):
-    path = self.write("train.py", _LEGACY + "inner = opt._opt\n")
+    path = self.write("train.py", _LEGACY + "m = opt._loss_scale_manager\n")
     status, _, err = self.run_main("--in-place", path)
     self.assertEqual(status, 1)
     self.assertEqual(err.splitlines(), [
-        f"{path}:4: `opt._opt` is private to the legacy class and the "
-        "replacement has no such attribute; use `.inner_optimizer`"])
-    self.assertEqual(self.read(path), _CONVERTED + "inner = opt._opt\n")
+        f"{path}:4: `opt._loss_scale_manager` is private to the legacy class "
+        "and the replacement has no such attribute; use `.loss_scale_manager`"])
+    self.assertEqual(self.read(path),
+                     _CONVERTED + "m = opt._loss_scale_manager\n")
 
   @parameterized.named_parameters(
       # Python's own line and message; libcst's parser names other lines.

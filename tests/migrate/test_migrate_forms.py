@@ -25,6 +25,37 @@ TF_MP = "import tensorflow as tf\nfrom mp_optimizer import managers\nimport mp_o
 
 # name, legacy source, converted source. Every row converts with no finding.
 FORMS = [
+    # It implements what the optimizer calls: nothing to report.
+    ("tf_loss_scale_subclass_with_the_manager_methods",
+     TF + "\nclass Constant(tf.train.experimental.LossScale):\n"
+     "  def get_loss_scale(self):\n    return tf.constant(8.0)\n"
+     "  def update_loss_scale(self, finite_grads):\n    return tf.no_op()\n",
+     "import tensorflow as tf\nfrom mp_optimizer import managers\n"
+     "\nclass Constant(managers.LossScale):\n"
+     "  def get_loss_scale(self):\n    return tf.constant(8.0)\n"
+     "  def update_loss_scale(self, finite_grads):\n    return tf.no_op()\n"),
+    # The replacement's get_loss_scale() returns its scale variable, as
+    # contrib's did; its optimizer keeps contrib's `_opt`.
+    ("variable_uses_of_get_loss_scale_and_opt",
+     TF + "\nm = tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager(8, 2)\n"
+     "opt = tf.contrib.mixed_precision.LossScaleOptimizer(opt, m)\n"
+     "reset = m.get_loss_scale().assign(8.0)\n"
+     "again = tf.compat.v1.assign(m.get_loss_scale(), 1024.0)\n"
+     "inner = opt._opt\n",
+     TF_MP + "\nm = managers.ExponentialUpdateLossScaleManager(8, 2)\n"
+     "opt = mp_optimizer.LossScaleOptimizer(opt, m)\n"
+     "reset = m.get_loss_scale().assign(8.0)\n"
+     "again = tf.compat.v1.assign(m.get_loss_scale(), 1024.0)\n"
+     "inner = opt._opt\n"),
+    ("private_members_the_replacement_keeps",
+     TF + "\nopt = tf.train.experimental.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, 'dynamic')\ninner = opt._opt\n"
+     "m = tf.contrib.mixed_precision.FixedLossScaleManager(8)\n"
+     "value = m._loss_scale\n",
+     TF + "from mp_optimizer import managers\nimport mp_optimizer\n"
+     "\nopt = mp_optimizer.enable_mixed_precision_graph_rewrite(\n"
+     "    opt, 'dynamic')\ninner = opt._opt\n"
+     "m = managers.FixedLossScaleManager(8)\nvalue = m._loss_scale\n"),
     ("contrib_attribute",
      TF + "\nm = tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager("
      "2**15, 2000)\nopt = tf.contrib.mixed_precision.LossScaleOptimizer(opt, m)\n",
@@ -212,17 +243,13 @@ FINDINGS = [
     ("contrib_private_members",
      TF + "\n" + _SCALE_OPT + "s = opt._loss_scale_manager.get_loss_scale()\n"
      "inner = opt._opt\n",
-     [(4, "`opt._loss_scale_manager` is private"), (5, "`opt._opt` is private")],
+     [(4, "`opt._loss_scale_manager` is private")],  # The replacement has _opt.
      "opt._loss_scale_manager"),
     ("tf_loss_scale_private_members",
      TF + "\ns = tf.train.experimental.DynamicLossScale()\n"
      "v = s._current_loss_scale\nw = s._weights\n",
      [(4, "`s._current_loss_scale` is private"), (5, "`s._weights` is private")],
      "s._weights"),
-    ("variable_use_of_get_loss_scale",
-     TF + "\nm = tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager(8, 2)\n"
-     "reset = m.get_loss_scale().assign(8.0)\n",
-     [(4, "returned the scale variable")], ".assign(8.0)"),
     ("tf_loss_scale_subclass",
      TF + "\nclass Halving(tf.train.experimental.LossScale):\n"
      "  def __call__(self):\n    return 1.0\n",
@@ -249,9 +276,9 @@ FINDINGS = [
      "class Logged(LossScaleOptimizer):\n"
      "  def minimize(self, loss):\n    print(self._loss_scale_manager)\n"
      "    return self._opt.minimize(loss)\n",
-     [(3, "reads `_loss_scale_manager`, `_opt`: private attributes of the "
-       "legacy class, which the replacement neither sets nor reads (it fails, "
-       "or ignores them, when the graph is built); use the replacement's "
+     [(3, "reads `_loss_scale_manager`: private attributes of the legacy "
+       "class, which the replacement does not use as it did (it fails, or "
+       "ignores them, when the graph is built); use the replacement's "
        "public properties")], "class Logged(LossScaleOptimizer)"),
     ("nvidia_variables_set_every_way",
      "import os\nfrom os import environ\n"

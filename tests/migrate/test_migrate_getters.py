@@ -38,12 +38,17 @@ NO_GETTER_CALL = TF + (
     "  return tf.cast(tf.cast(x, dtype), tf.float16)\n")
 
 
-def _notice(name):
+def _notice(name, reads_trainable=True):
+  ignores = "" if reads_trainable else (
+      f"; `{name}` does not look at `trainable`, so it stores non-trainable "
+      "variables (moving averages, counters) in float32 too, and checkpoints "
+      "written with it hold them in float32")
   return (f"`{name}` looks like a hand-written float32 master-weight getter: "
-          "`mp_optimizer.float32_variable_getter` does the same (trainable "
-          "float16/bfloat16 variables stored in float32, cast on read; "
+          "`mp_optimizer.float32_variable_getter` stores trainable "
+          "float16/bfloat16 variables in float32 and casts them on read, "
+          "creates every other variable as requested, and also handles "
           "float16 initial values, partitioned variables and an enclosing "
-          "scope's getter handled); pass it as `custom_getter=`, or build the "
+          f"scope's getter{ignores}; pass it as `custom_getter=`, or build the "
           "model under `with mp_optimizer.float32_master_weights():`. "
           "Checkpoint names stay the same. Not rewritten: such getters "
           "differ in detail")
@@ -54,7 +59,10 @@ class HandWrittenGetterTest(parameterized.TestCase):
   @parameterized.named_parameters(
       ("nvidia_style", NVIDIA_STYLE,
        [(4, _notice("float32_variable_storage_getter"))]),
-      ("kwargs_style", KWARGS_STYLE, [(4, _notice("_fp32_getter"))]),
+      # Every 16-bit variable, trainable or not: the notice says so (what
+      # each getter does is run in tests/migrate/test_migrate_behaviour.py).
+      ("kwargs_style", KWARGS_STYLE,
+       [(4, _notice("_fp32_getter", reads_trainable=False))]),
       ("pass_through_getter", PASS_THROUGH, []),
       ("cast_without_a_getter_call", NO_GETTER_CALL, []),
   )
