@@ -198,9 +198,13 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
     # Each replica of an Estimator builds its own optimizer, and merge_call
     # args that are not one object on every replica become PerReplica.
     parts, name = self._parts, name or self.get_name()
-    return tf.distribute.get_replica_context().merge_call(
+    applied = tf.distribute.get_replica_context().merge_call(
         lambda strategy, *args: step.gated_step(strategy, parts, *args, name),
         args=(grads_and_vars, global_step))
+    # What a tolerant Saver and the resume check need to tell apart.
+    tracking.record_optimizer_state(self._manager.variables(),
+                                    self._opt.variables())
+    return applied
 
   def get_slot(self, var: tf.Variable, name: str) -> Optional[tf.Variable]:
     """Returns the inner optimizer's slot `name` for `var`."""

@@ -24,6 +24,12 @@ looking for `get_slot_names` in `dir(obj)` of every tracked object, and
 refuses a slot reported by two objects. `hide_slot_owner_marker` lets a
 wrapper that delegates `get_slot` to the optimizer it tracks leave ownership
 with that optimizer.
+
+Which variables are loss-scale state and which are the wrapped optimizer's
+(slots, beta powers) is recorded in two graph collections
+(`record_optimizer_state`), so a tolerant `Saver` and the resume check can
+tell them apart in any graph, also one imported from a meta graph. They are
+plain variable collections: a default `Saver` ignores them.
 """
 
 import weakref
@@ -32,6 +38,8 @@ from typing import Dict, Iterable, List, Optional
 import tensorflow as tf
 
 _SLOT_OWNER_MARKER = "get_slot_names"
+SCALE_STATE = "mp_optimizer_scale_state"
+OPTIMIZER_STATE = "mp_optimizer_optimizer_state"
 
 Trackable = tf.__internal__.tracking.Trackable
 _V1Optimizer = tf.compat.v1.train.Optimizer
@@ -118,3 +126,28 @@ def hide_slot_owner_marker(names: Iterable[str]) -> List[str]:
   Calling `wrapper.get_slot_names()` still works.
   """
   return [name for name in names if name != _SLOT_OWNER_MARKER]
+
+
+def record_optimizer_state(scale_state: Iterable[tf.Variable],
+                           optimizer_state: Iterable[tf.Variable]) -> None:
+  """Adds the variables to this graph's two state collections, once each.
+
+  Args:
+    scale_state: The loss-scale manager's variables.
+    optimizer_state: The wrapped optimizer's variables (slots, beta powers).
+  """
+  graph = tf.compat.v1.get_default_graph()
+  for key, variables in ((SCALE_STATE, scale_state),
+                         (OPTIMIZER_STATE, optimizer_state)):
+    known = {id(v) for v in graph.get_collection(key)}
+    for variable in variables:
+      if id(variable) not in known:
+        known.add(id(variable))
+        graph.add_to_collection(key, variable)
+
+
+def recorded_state(key: str, graph: Optional[tf.Graph] = None
+                   ) -> List[tf.Variable]:
+  """The variables `record_optimizer_state` added under `key` in `graph`."""
+  graph = graph or tf.compat.v1.get_default_graph()
+  return list(graph.get_collection(key))
