@@ -30,16 +30,25 @@ Which variables are loss-scale state and which are the wrapped optimizer's
 (`record_optimizer_state`), so a tolerant `Saver` and the resume check can
 tell them apart in any graph, also one imported from a meta graph. They are
 plain variable collections: a default `Saver` ignores them.
+
+`checkpoint_keys` reads which key holds each variable in a checkpoint. An
+object-based checkpoint names its keys by object path; the variable names
+are in its serialized object graph, a `TrackableObjectGraph` proto that TF
+has no public parser for, so the proto class is imported here (the same
+table TF's own name-based Saver uses to read object-based checkpoints).
+Checked on TensorFlow 2.15 and 2.21.
 """
 
 import weakref
 from typing import Dict, Iterable, List, Optional
 
 import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2  # pylint: disable=g-direct-tensorflow-import
 
 _SLOT_OWNER_MARKER = "get_slot_names"
 SCALE_STATE = "mp_optimizer_scale_state"
 OPTIMIZER_STATE = "mp_optimizer_optimizer_state"
+_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 Trackable = tf.__internal__.tracking.Trackable
 _V1Optimizer = tf.compat.v1.train.Optimizer
@@ -151,3 +160,18 @@ def recorded_state(key: str, graph: Optional[tf.Graph] = None
   """The variables `record_optimizer_state` added under `key` in `graph`."""
   graph = graph or tf.compat.v1.get_default_graph()
   return list(graph.get_collection(key))
+
+
+def checkpoint_keys(reader) -> Dict[str, str]:
+  """Variable name -> key holding it, in the checkpoint `reader` reads.
+
+  Args:
+    reader: A `tf.train.load_checkpoint` reader.
+  """
+  if not reader.has_tensor(_OBJECT_GRAPH_KEY):
+    return {key: key for key in reader.get_variable_to_shape_map()}
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(reader.get_tensor(_OBJECT_GRAPH_KEY))
+  return {attribute.full_name: attribute.checkpoint_key
+          for node in graph.nodes for attribute in node.attributes
+          if attribute.full_name}
