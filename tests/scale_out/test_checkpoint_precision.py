@@ -1,0 +1,176 @@
+"""Runs continue across a change of precision: float32 <-> loss-scaled.
+
+A float32 run (no loss scaling) or a run with another manager is saved; a
+loss-scaled graph restores it with `mp_optimizer.Saver` (a default
+`tf.compat.v1.train.Saver` cannot: its one RestoreV2 fails on the first
+absent key) and must find every variable of the checkpoint bit for bit, with
+the scale state at the manager's initial values and one warning line. The
+other way, a loss-scaled checkpoint restores into a float32 graph with a
+default Saver. A contrib checkpoint with the state under another variable
+scope gets a message naming the keys found.
+"""
+
+import os
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+import mp_optimizer
+from mp_optimizer import managers
+from tests import harness
+from tests.scale_out import test_checkpoint as ckpt
+
+v1 = tf.compat.v1
+f32 = np.float32
+
+
+def float32_run(opt):
+  return opt
+
+
+def amax_face(opt):
+  return mp_optimizer.LossScaleOptimizer(
+      opt, managers.AmaxHistoryLossScaleManager(2**12))
+
+
+WRITERS = {"float32": float32_run, "contrib": ckpt.contrib_face,
+           "tf2": ckpt.tf2_face, "amax": amax_face}
+# The scale state each writer saves, by name.
+WRITTEN_STATE = {"float32": (), "contrib": ("loss_scale", "good_steps",
+                                            "bad_steps"),
+                 "tf2": ("current_loss_scale", "good_steps"),
+                 "amax": ("loss_scale", "amax_history", "amax_steps",
+                          "extra_margin", "clean_steps")}
+INITIAL = {"contrib": {"loss_scale": f32(2**10), "good_steps": np.int32(0),
+                       "bad_steps": np.int32(0)},
+           "tf2": {"current_loss_scale": f32(2**10),
+                   "good_steps": np.int64(0)}}
+
+
+def save(wrap, optimizer, folder):
+  """Trains three steps and saves with a default Saver.
+
+  A loss-scaled run overflows in its second step; a float32 run, which would
+  apply it, does not.
+
+  Returns:
+    (checkpoint path, state at save time).
+  """
+  steps = (1.0, 1.0 if wrap is float32_run else np.inf, 1.0)
+  with tf.Graph().as_default() as graph:
+    poison, _, _, train_op, watched = ckpt.build(wrap, optimizer)
+    with v1.Session(graph=graph) as sess:
+      sess.run(v1.global_variables_initializer())
+      for value in steps:
+        sess.run(train_op, {poison: value})
+      path = v1.train.Saver().save(sess, os.path.join(folder, "model"))
+      return path, harness.snapshot(sess, watched)
+
+
+def restore(wrap, optimizer, path, make_saver, finalize=True):
+  """Restores `path` into a fresh graph, in a session nothing initialized.
+
+  Returns:
+    The state right after the restore.
+  """
+  with tf.Graph().as_default() as graph:
+    _, _, _, _, watched = ckpt.build(wrap, optimizer)
+    saver = make_saver()
+    if finalize:  # As MonitoredTrainingSession and Estimator leave it.
+      graph.finalize()
+    with v1.Session(graph=graph) as sess:
+      saver.restore(sess, path)
+      return harness.snapshot(sess, watched)
+
+
+class FromFloat32Test(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      case for case in harness.named_product(
+          writer=["float32", "contrib", "tf2", "amax"],
+          reader=["contrib", "tf2"], optimizer=["adam", "momentum"],
+          sharded=[False, True])
+      if case["writer"] != case["reader"])
+  def test_restores_everything_and_starts_the_scale_state(
+      self, writer, reader, optimizer, sharded):
+    path, saved = save(WRITERS[writer], optimizer, self.create_tempdir())
+    with self.assertLogs("tensorflow", "WARNING") as logs:
+      state = restore(ckpt.FACES[reader], optimizer, path,
+                      lambda: mp_optimizer.Saver(sharded=sharded))
+    scale_state = INITIAL[reader]
+    harness.assert_bit_identical(
+        self, {k: v for k, v in saved.items() if k not in scale_state and
+               k not in WRITTEN_STATE[writer]},
+        {k: v for k, v in state.items() if k not in scale_state})
+    harness.assert_bit_identical(
+        self, scale_state, {k: state[k] for k in scale_state})
+    lines = [r.getMessage() for r in logs.records
+             if "holds no loss-scale state" in r.getMessage()]
+    self.assertLen(lines, 1)
+    self.assertIn(path, lines[0])
+    self.assertIn("the scale state starts from the manager's initial values",
+                  lines[0])
+
+  def test_default_saver_fails_on_the_first_absent_key(self):
+    path, _ = save(float32_run, "adam", self.create_tempdir())
+    with self.assertRaisesRegex(tf.errors.NotFoundError,
+                                r"Key (bad_steps|good_steps|loss_scale) not "
+                                r"found in checkpoint"):
+      restore(ckpt.contrib_face, "adam", path, v1.train.Saver)
+
+  @parameterized.named_parameters(("contrib", "contrib"), ("tf2", "tf2"))
+  def test_the_continued_run_saves_and_restores_its_scale_state(self, face):
+    folder = self.create_tempdir()
+    path, _ = save(float32_run, "adam", folder)
+    with tf.Graph().as_default() as graph:
+      poison, _, _, train_op, watched = ckpt.build(ckpt.FACES[face], "adam")
+      saver = mp_optimizer.Saver()
+      with v1.Session(graph=graph) as sess:
+        saver.restore(sess, path)
+        for value in (np.inf, 1.0):
+          sess.run(train_op, {poison: value})
+        path = saver.save(sess, os.path.join(folder, "continued"))
+        saved = harness.snapshot(sess, watched)
+    with self.assertNoLogs("tensorflow", "WARNING"):
+      state = restore(ckpt.FACES[face], "adam", path, mp_optimizer.Saver)
+    harness.assert_bit_identical(self, saved, state)
+    # Counted after the reset: one finite step since the overflow.
+    self.assertEqual(state["good_steps"], 1)
+
+
+class ToFloat32Test(parameterized.TestCase):
+
+  @parameterized.named_parameters(harness.named_product(
+      writer=["contrib", "tf2"], optimizer=["adam", "momentum"],
+      saver=["tf", "ours"]))
+  def test_loss_scaled_checkpoint_restores_into_float32(self, writer,
+                                                        optimizer, saver):
+    path, saved = save(WRITERS[writer], optimizer, self.create_tempdir())
+    make_saver = {"tf": v1.train.Saver, "ours": mp_optimizer.Saver}[saver]
+    state = restore(float32_run, optimizer, path, make_saver)
+    harness.assert_bit_identical(
+        self, {k: v for k, v in saved.items()
+               if k not in WRITTEN_STATE[writer]},
+        state)
+
+
+def _scoped_contrib(opt):
+  with v1.variable_scope("optimizers"):
+    return ckpt.contrib_face(opt)
+
+
+class OtherScopeTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("scoped_checkpoint", _scoped_contrib, ckpt.contrib_face,
+       "`bad_steps` as `optimizers/bad_steps`",
+       r'inside `tf.compat.v1.variable_scope\("optimizers"\)`'),
+      ("scoped_graph", ckpt.contrib_face, _scoped_contrib,
+       "`optimizers/bad_steps` as `bad_steps`", "outside any variable scope"))
+  def test_names_the_keys_found_and_the_fix(self, writer, reader, found, fix):
+    path, _ = save(writer, "momentum", self.create_tempdir())
+    with self.assertRaisesRegex(tf.errors.NotFoundError, found) as raised:
+      restore(reader, "momentum", path, mp_optimizer.Saver)
+    self.assertRegex(str(raised.exception), fix)
+    self.assertIn("var_list", str(raised.exception))
