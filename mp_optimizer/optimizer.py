@@ -22,7 +22,8 @@ Optimizer = tf.compat.v1.train.Optimizer
 GradsAndVars = List[Tuple[tensors.Gradient, tf.Variable]]
 
 
-class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
+class LossScaleOptimizer(tracking.RestoresBareOptimizer,
+                         _keras_api.KerasStyleNames, Optimizer):
   """Wraps an optimizer so float16 gradients neither underflow nor corrupt it.
 
   `compute_gradients` multiplies the loss by the manager's scale S and returns
@@ -97,7 +98,7 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
         "precision_telemetry": validation.check_bool(
             "precision_telemetry", precision_telemetry)}
     super().__init__(use_locking=False, name=opt.get_name())
-    self._opt = opt
+    self._opt = self._restore_target = opt
     self._manager = loss_scale_manager
     # TF's built-in uses these two names; its object checkpoints restore here.
     tracking.track(self, opt, "base_optimizer")

@@ -25,6 +25,15 @@ refuses a slot reported by two objects. `hide_slot_owner_marker` lets a
 wrapper that delegates `get_slot` to the optimizer it tracks leave ownership
 with that optimizer.
 
+A loss-scaling wrapper is saved as TF's built-in saves it: the wrapped
+optimizer under `base_optimizer`, the manager under `loss_scale`. A
+checkpoint written by the bare optimizer (a float32 run) has the optimizer's
+own state where the wrapper sits: `beta1_power` as its child, the slots
+listed on its node. TF then asks the wrapper for those (`_lookup_dependency`,
+`_deferred_dependencies`, `_create_or_restore_slot_variable`), and, left to
+the v1 `Optimizer` base, they would vanish without a word.
+`RestoresBareOptimizer` hands them to the wrapped optimizer.
+
 Which variables are loss-scale state and which are the wrapped optimizer's
 (slots, beta powers) is recorded in two graph collections
 (`record_optimizer_state`), so a tolerant `Saver` and the resume check can
@@ -95,6 +104,59 @@ class GraphScopedTrackable(Trackable):
     if found is not None:
       return found
     return super()._lookup_dependency(name, cached_dependencies)
+
+
+_WRAPPER_CHILDREN = ("base_optimizer", "loss_scale")
+
+
+class RestoresBareOptimizer:
+  """Mixin: a wrapper that also restores the bare wrapped optimizer's format.
+
+  The class sets `_restore_target` (the wrapped optimizer) in its
+  constructor before tracking anything. A restore of that format logs one
+  line per graph: the scale state keeps its initial values.
+  """
+
+  _restore_target = None
+
+  def _inner_or_none(self):
+    return self.__dict__.get("_restore_target")
+
+  @property
+  def _deferred_dependencies(self):
+    # One table with the wrapped optimizer: a restore deferred on the wrapper
+    # (`beta1_power` before it exists) is applied when the wrapped optimizer
+    # makes the variable; the wrapper's own names are not the optimizer's.
+    inner = self._inner_or_none()
+    if inner is None:
+      return super()._deferred_dependencies
+    return inner._deferred_dependencies  # pylint: disable=protected-access
+
+  def _lookup_dependency(self, name, cached_dependencies=None):
+    found = super()._lookup_dependency(name, cached_dependencies)
+    inner = self._inner_or_none()
+    if found is None and inner is not None and name not in _WRAPPER_CHILDREN:
+      found = inner._lookup_dependency(name)  # pylint: disable=protected-access
+      self._log_bare_format()
+    return found
+
+  def _create_or_restore_slot_variable(self, slot_variable_position,
+                                       slot_name, variable):
+    self._log_bare_format()
+    return self._restore_target._create_or_restore_slot_variable(  # pylint: disable=protected-access
+        slot_variable_position, slot_name, variable)
+
+  def _log_bare_format(self) -> None:
+    graph = tf.compat.v1.get_default_graph()
+    logged = self.__dict__.setdefault("_bare_format_logged",
+                                      weakref.WeakSet())
+    if graph not in logged:
+      logged.add(graph)
+      tf.compat.v1.logging.warning(
+          "Restoring a checkpoint of the optimizer without loss scaling into "
+          "%s: its slots and state go to the wrapped optimizer; the checkpoint "
+          "holds no loss-scale state, which starts from the manager's initial "
+          "values.", type(self).__name__)
 
 
 def track(owner: Trackable, child: Trackable, name: str) -> None:

@@ -174,3 +174,87 @@ class OtherScopeTest(parameterized.TestCase):
       restore(reader, "momentum", path, mp_optimizer.Saver)
     self.assertRegex(str(raised.exception), fix)
     self.assertIn("var_list", str(raised.exception))
+
+
+def _object_checkpoint(opt, global_step):
+  model = {v.op.name.replace("/", "_"): v for v in v1.trainable_variables()}
+  return v1.train.Checkpoint(optimizer=opt, global_step=global_step, **model)
+
+
+def _bare_optimizer_path(opt, global_step):
+  """A float32 graph reading a loss-scaled checkpoint: the optimizer sits
+  where the wrapped one was saved, under `base_optimizer`."""
+  model = {v.op.name.replace("/", "_"): v for v in v1.trainable_variables()}
+  return v1.train.Checkpoint(
+      optimizer=v1.train.Checkpoint(base_optimizer=opt),
+      global_step=global_step, **model)
+
+
+def object_save(wrap, optimizer, folder):
+  """As `save`, with `tf.compat.v1.train.Checkpoint`."""
+  steps = (1.0, 1.0 if wrap is float32_run else np.inf, 1.0)
+  with tf.Graph().as_default() as graph:
+    poison, opt, global_step, train_op, watched = ckpt.build(wrap, optimizer)
+    checkpoint = _object_checkpoint(opt, global_step)
+    with v1.Session(graph=graph) as sess:
+      sess.run(v1.global_variables_initializer())
+      for value in steps:
+        sess.run(train_op, {poison: value})
+      path = checkpoint.save(os.path.join(folder, "model"), session=sess)
+      return path, harness.snapshot(sess, watched)
+
+
+class ObjectCheckpointTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(harness.named_product(
+      reader=["contrib", "tf2"], optimizer=["adam", "momentum"],
+      when=["after_build", "before_build"]))
+  def test_float32_checkpoint_restores_slots_into_the_wrapped_optimizer(
+      self, reader, optimizer, when):
+    path, saved = object_save(float32_run, optimizer, self.create_tempdir())
+    with tf.Graph().as_default() as graph, \
+        self.assertLogs("tensorflow", "WARNING") as logs:
+      if when == "before_build":  # Restore on create: slots come later.
+        opt = ckpt.FACES[reader](ckpt.models.OPTIMIZERS[optimizer]())
+        global_step = v1.train.get_or_create_global_step()
+        with v1.variable_scope("dense"):
+          w = v1.get_variable("w", initializer=np.zeros((4, 2), f32))
+          b = v1.get_variable("b", initializer=np.zeros(2, f32))
+        status = v1.train.Checkpoint(
+            optimizer=opt, global_step=global_step, dense_w=w,
+            dense_b=b).restore(path)
+        loss = tf.reduce_sum(tf.square(tf.matmul(tf.ones([3, 4]), w) + b))
+        opt.minimize(loss, global_step=global_step)
+      else:
+        _, opt, global_step, _, _ = ckpt.build(ckpt.FACES[reader], optimizer)
+        status = _object_checkpoint(opt, global_step).restore(path)
+      watched = [v for v in v1.global_variables()
+                 if v.op.name != "save_counter"]
+      with v1.Session(graph=graph) as sess:
+        sess.run(v1.global_variables_initializer())
+        status.run_restore_ops(sess)
+        state = harness.snapshot(sess, watched)
+    scale_state = INITIAL[reader]
+    harness.assert_bit_identical(
+        self, saved, {k: v for k, v in state.items() if k not in scale_state})
+    harness.assert_bit_identical(
+        self, scale_state, {k: state[k] for k in scale_state})
+    self.assertTrue(any("holds no loss-scale state" in r.getMessage()
+                        for r in logs.records))
+
+  @parameterized.named_parameters(harness.named_product(
+      writer=["contrib", "tf2"], optimizer=["adam", "momentum"]))
+  def test_loss_scaled_checkpoint_restores_into_float32(self, writer,
+                                                        optimizer):
+    path, saved = object_save(WRITERS[writer], optimizer,
+                              self.create_tempdir())
+    with tf.Graph().as_default() as graph:
+      _, opt, global_step, _, watched = ckpt.build(float32_run, optimizer)
+      status = _bare_optimizer_path(opt, global_step).restore(path)
+      with v1.Session(graph=graph) as sess:
+        sess.run(v1.global_variables_initializer())
+        status.expect_partial().run_restore_ops(sess)
+        state = harness.snapshot(sess, watched)
+    harness.assert_bit_identical(
+        self, {k: v for k, v in saved.items()
+               if k not in WRITTEN_STATE[writer]}, state)
