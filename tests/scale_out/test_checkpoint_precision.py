@@ -258,3 +258,47 @@ class ObjectCheckpointTest(parameterized.TestCase):
     harness.assert_bit_identical(
         self, {k: v for k, v in saved.items()
                if k not in WRITTEN_STATE[writer]}, state)
+
+
+def _monitored_run(directory, wrap, steps, scaffold=None):
+  """Trains `steps` steps with a MonitoredTrainingSession on `directory`.
+
+  Returns:
+    (global_step after the restore, state at the end).
+  """
+  with tf.Graph().as_default():
+    _, _, global_step, train_op, watched = ckpt.build(wrap, "adam")
+    with v1.train.MonitoredTrainingSession(
+        checkpoint_dir=directory, save_summaries_steps=None,
+        save_summaries_secs=None, log_step_count_steps=None,
+        scaffold=scaffold() if scaffold else None) as sess:
+      start = sess.run(global_step)
+      for _ in range(steps):
+        sess.run(train_op)
+      return start, harness.snapshot(sess, watched)
+
+
+class MonitoredSessionTest(parameterized.TestCase):
+
+  def test_float32_checkpoint_dir_continues_loss_scaled(self):
+    directory = self.create_tempdir().full_path
+    _, float32_end = _monitored_run(directory, float32_run, 3)
+    with self.assertLogs("tensorflow", "WARNING") as logs:
+      start, end = _monitored_run(
+          directory, ckpt.contrib_face, 2,
+          lambda: v1.train.Scaffold(saver=mp_optimizer.Saver(sharded=True)))
+    self.assertEqual((start, end["global_step"]), (3, 5))
+    self.assertAlmostEqual(float(end["beta1_power"]),
+                           float(float32_end["beta1_power"]) * 0.9**2,
+                           places=6)
+    self.assertTrue(any("holds no loss-scale state" in r.getMessage()
+                        for r in logs.records))
+
+  def test_loss_scaled_checkpoint_dir_continues_in_float32(self):
+    directory = self.create_tempdir().full_path
+    _, scaled_end = _monitored_run(directory, ckpt.contrib_face, 3)
+    start, end = _monitored_run(directory, float32_run, 2)
+    self.assertEqual((start, end["global_step"]), (3, 5))
+    self.assertAlmostEqual(float(end["beta1_power"]),
+                           float(scaled_end["beta1_power"]) * 0.9**2,
+                           places=6)

@@ -99,3 +99,24 @@ class EstimatorPrecisionTest(parameterized.TestCase):
     np.testing.assert_allclose(estimator.get_variable_value("w"), float32_w,
                                atol=0.011)
     self.assertFalse(np.allclose(float32_w, 0.5, atol=0.011))
+
+  def test_loss_scaled_model_dir_continues_in_float32(self):
+    model_dir = self.create_tempdir().full_path
+    _train(model_dir, loss_scaled=True)
+    estimator = _train(model_dir, loss_scaled=False)
+    self.assertEqual(estimator.get_variable_value("global_step"), 4)
+    self.assertAlmostEqual(
+        float(estimator.get_variable_value("beta1_power")), 0.9**5, places=6)
+
+  def test_warm_start_from_a_loss_scaled_run_into_float32(self):
+    scaled_dir = self.create_tempdir().full_path
+    scaled_w = _train(scaled_dir, loss_scaled=True).get_variable_value("w")
+    estimator = tf.estimator.Estimator(
+        _model_fn(loss_scaled=False, tolerant_saver=False),
+        model_dir=self.create_tempdir().full_path,
+        config=tf.estimator.RunConfig(log_step_count_steps=None),
+        warm_start_from=scaled_dir)
+    estimator.train(_input_fn, steps=1)
+    self.assertEqual(estimator.get_variable_value("global_step"), 1)
+    np.testing.assert_allclose(estimator.get_variable_value("w"), scaled_w,
+                               atol=0.011)

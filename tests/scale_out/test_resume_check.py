@@ -169,3 +169,45 @@ class ResumeCheckTest(parameterized.TestCase):
   def test_checkpoint_dir_must_be_a_str(self):
     with self.assertRaisesRegex(TypeError, r"`checkpoint_dir` must be a str"):
       mp_optimizer.ResumeCheckHook(3)
+
+
+class ObjectCheckpointResumeTest(parameterized.TestCase):
+  """The hook reads object-based checkpoints through their object graph."""
+
+  def _restore_with_hook(self, folder, writer_scaled):
+    """Saves with tf.train.Checkpoint, restores into a loss-scaled graph."""
+    for scaled, restoring in ((writer_scaled, False), (True, True)):
+      with tf.Graph().as_default() as graph:
+        poison = models.poison_input()
+        opt = models.OPTIMIZERS["adam"]()
+        if scaled:
+          opt = mp_optimizer.LossScaleOptimizer(
+              opt, managers.ExponentialUpdateLossScaleManager(2**10, 6))
+        global_step = v1.train.get_or_create_global_step()
+        train_op = opt.minimize(models.dense_loss(poison),
+                                global_step=global_step)
+        model = {v.op.name.replace("/", "_"): v
+                 for v in v1.trainable_variables()}
+        checkpoint = v1.train.Checkpoint(optimizer=opt,
+                                         global_step=global_step, **model)
+        hook = mp_optimizer.ResumeCheckHook(folder)
+        hook.begin()
+        with v1.Session(graph=graph) as sess:
+          sess.run(v1.global_variables_initializer())
+          if restoring:
+            status = checkpoint.restore(tf.train.latest_checkpoint(folder))
+            status.run_restore_ops(sess)
+            hook.after_create_session(sess, None)
+            return hook
+          for _ in range(3):
+            sess.run(train_op)
+          checkpoint.save(f"{folder}/model", session=sess)
+
+  def test_a_full_restore_gives_no_line(self):
+    hook = self._restore_with_hook(self.create_tempdir().full_path, True)
+    self.assertEqual((hook.line, hook.not_restored), (None, {}))
+
+  def test_a_float32_checkpoint_names_the_scale_state(self):
+    hook = self._restore_with_hook(self.create_tempdir().full_path, False)
+    # The checkpoint's own save counter is not in this graph's variables.
+    self.assertEqual(hook.not_restored, {"loss-scale state": SCALE_STATE})
