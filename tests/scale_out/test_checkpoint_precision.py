@@ -302,3 +302,31 @@ class MonitoredSessionTest(parameterized.TestCase):
     self.assertAlmostEqual(float(end["beta1_power"]),
                            float(scaled_end["beta1_power"]) * 0.9**2,
                            places=6)
+
+
+class TensorFlowBuiltinDifferenceTest(parameterized.TestCase):
+  """TF's built-in wrapper drops a float32 object checkpoint's slots."""
+
+  def test_slots_of_a_float32_object_checkpoint(self):
+    path, saved = object_save(float32_run, "adam", self.create_tempdir())
+    restored_m = {}
+    for name, wrap in (("tf_builtin", ckpt_compat_tf_builtin),
+                       ("ours", ckpt.tf2_face)):
+      with tf.Graph().as_default() as graph:
+        _, opt, global_step, _, _ = ckpt.build(wrap, "adam")
+        status = _object_checkpoint(opt, global_step).restore(path)
+        # TF's wrapper answers get_slot with None: found by name instead.
+        slot, = [v for v in v1.global_variables()
+                 if v.op.name == "dense/w/Adam"]
+        with v1.Session(graph=graph) as sess:
+          sess.run(v1.global_variables_initializer())
+          status.run_restore_ops(sess)
+          restored_m[name] = sess.run(slot)
+    np.testing.assert_array_equal(restored_m["ours"], saved["dense/w/Adam"])
+    np.testing.assert_array_equal(restored_m["tf_builtin"], 0.0)
+    self.assertTrue(np.any(saved["dense/w/Adam"] != 0.0))
+
+
+def ckpt_compat_tf_builtin(opt):
+  return tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer(
+      opt, tf.compat.v1.mixed_precision.DynamicLossScale(2**10, 3))

@@ -120,3 +120,25 @@ class EstimatorPrecisionTest(parameterized.TestCase):
     self.assertEqual(estimator.get_variable_value("global_step"), 1)
     np.testing.assert_allclose(estimator.get_variable_value("w"), scaled_w,
                                atol=0.011)
+
+  def test_resume_check_is_silent_on_a_continued_model_dir(self):
+    model_dir = self.create_tempdir().full_path
+    _train(model_dir, loss_scaled=True)
+    hook = mp_optimizer.ResumeCheckHook(model_dir)
+    tf.estimator.Estimator(
+        _model_fn(loss_scaled=True, tolerant_saver=False), model_dir=model_dir,
+        config=tf.estimator.RunConfig(log_step_count_steps=None)).train(
+            _input_fn, steps=1, hooks=[hook])
+    self.assertEqual((hook.line, hook.not_restored), (None, {}))
+
+  def test_resume_check_names_the_scale_state_after_a_float32_model_dir(self):
+    model_dir = self.create_tempdir().full_path
+    _train(model_dir, loss_scaled=False)
+    hook = mp_optimizer.ResumeCheckHook(model_dir)
+    tf.estimator.Estimator(
+        _model_fn(loss_scaled=True, tolerant_saver=True), model_dir=model_dir,
+        config=tf.estimator.RunConfig(log_step_count_steps=None)).train(
+            _input_fn, steps=1, hooks=[hook])
+    self.assertEqual(hook.not_restored,
+                     {"loss-scale state": ["bad_steps", "good_steps",
+                                           "loss_scale"]})
