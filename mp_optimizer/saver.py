@@ -31,8 +31,6 @@ import tensorflow as tf
 
 from mp_optimizer._internal import tracking
 
-_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
-
 
 def _key(variable) -> str:
   """The key a name-based Saver writes for `variable` (its op's name)."""
@@ -49,7 +47,8 @@ class Saver(tf.compat.v1.train.Saver):
   one warning line saying so. A checkpoint that holds the state under another
   variable scope (contrib's `scope/loss_scale`) raises `NotFoundError` naming
   the key found and the fix. The scale state is that of every
-  `LossScaleOptimizer` whose train op was built in the graph before the Saver.
+  `LossScaleOptimizer` whose train op was built in the graph before the Saver
+  is built (when it is made, or at `build()` with `defer_build=True`).
 
   Example:
 
@@ -131,7 +130,7 @@ class Saver(tf.compat.v1.train.Saver):
       reader = tf.train.load_checkpoint(save_path)
     except (tf.errors.NotFoundError, ValueError):
       return []  # TF's restore gives its own error.
-    if reader.has_tensor(_OBJECT_GRAPH_KEY):
+    if reader.has_tensor(tracking.OBJECT_GRAPH_KEY):
       return []  # Object-based: TF's Saver maps it by its object graph.
     return sorted(key for key in self._scale_keys
                   if not reader.has_tensor(key))

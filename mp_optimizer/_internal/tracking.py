@@ -57,7 +57,8 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2  # pylint: disab
 _SLOT_OWNER_MARKER = "get_slot_names"
 SCALE_STATE = "mp_optimizer_scale_state"
 OPTIMIZER_STATE = "mp_optimizer_optimizer_state"
-_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+# The key under which an object-based checkpoint holds its object graph.
+OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 Trackable = tf.__internal__.tracking.Trackable
 _V1Optimizer = tf.compat.v1.train.Optimizer
@@ -230,10 +231,10 @@ def checkpoint_keys(reader) -> Dict[str, str]:
   Args:
     reader: A `tf.train.load_checkpoint` reader.
   """
-  if not reader.has_tensor(_OBJECT_GRAPH_KEY):
+  if not reader.has_tensor(OBJECT_GRAPH_KEY):
     return {key: key for key in reader.get_variable_to_shape_map()}
   graph = trackable_object_graph_pb2.TrackableObjectGraph()
-  graph.ParseFromString(reader.get_tensor(_OBJECT_GRAPH_KEY))
+  graph.ParseFromString(reader.get_tensor(OBJECT_GRAPH_KEY))
   return {attribute.full_name: attribute.checkpoint_key
           for node in graph.nodes for attribute in node.attributes
           if attribute.full_name}

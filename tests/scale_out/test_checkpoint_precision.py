@@ -68,8 +68,9 @@ def save(wrap, optimizer, folder):
       return path, harness.snapshot(sess, watched)
 
 
-def restore(wrap, optimizer, path, make_saver, finalize=True):
-  """Restores `path` into a fresh graph, in a session nothing initialized.
+def restore(wrap, optimizer, path, make_saver, initialize=False):
+  """Restores `path` into a fresh, finalized graph (as MonitoredTrainingSession
+  and Estimator leave it), in a session nothing initialized unless asked.
 
   Returns:
     The state right after the restore.
@@ -77,9 +78,11 @@ def restore(wrap, optimizer, path, make_saver, finalize=True):
   with tf.Graph().as_default() as graph:
     _, _, _, _, watched = ckpt.build(wrap, optimizer)
     saver = make_saver()
-    if finalize:  # As MonitoredTrainingSession and Estimator leave it.
-      graph.finalize()
+    init = v1.global_variables_initializer()
+    graph.finalize()
     with v1.Session(graph=graph) as sess:
+      if initialize:
+        sess.run(init)
       saver.restore(sess, path)
       return harness.snapshot(sess, watched)
 
@@ -174,6 +177,42 @@ class OtherScopeTest(parameterized.TestCase):
       restore(reader, "momentum", path, mp_optimizer.Saver)
     self.assertRegex(str(raised.exception), fix)
     self.assertIn("var_list", str(raised.exception))
+
+  def test_the_var_list_fix_restores_the_scoped_state(self):
+    path, saved = save(_scoped_contrib, "momentum", self.create_tempdir())
+
+    def mapped_saver():
+      return mp_optimizer.Saver(var_list={
+          ("optimizers/" + v.op.name if v.op.name in INITIAL["contrib"]
+           else v.op.name): v for v in v1.global_variables()})
+
+    state = restore(ckpt.contrib_face, "momentum", path, mapped_saver)
+    harness.assert_bit_identical(
+        self, saved, {("optimizers/" + k if k in INITIAL["contrib"] else k): v
+                      for k, v in state.items()})
+    self.assertEqual(state["bad_steps"], 1)
+
+
+class VarListTest(parameterized.TestCase):
+
+  def test_a_list_without_the_scale_state_restores_as_tfs_saver(self):
+    path, saved = save(float32_run, "adam", self.create_tempdir())
+    with self.assertNoLogs("tensorflow", "WARNING"):
+      state = restore(
+          ckpt.contrib_face, "adam", path, lambda: mp_optimizer.Saver(
+              [v for v in v1.global_variables()
+               if v.op.name not in INITIAL["contrib"]]), initialize=True)
+    harness.assert_bit_identical(
+        self, saved, {k: v for k, v in state.items()
+                      if k not in INITIAL["contrib"]})
+
+  def test_a_list_with_the_scale_state_tolerates_its_absence(self):
+    path, saved = save(float32_run, "adam", self.create_tempdir())
+    with self.assertLogs("tensorflow", "WARNING"):
+      state = restore(ckpt.contrib_face, "adam", path,
+                      lambda: mp_optimizer.Saver(v1.global_variables()))
+    harness.assert_bit_identical(
+        self, INITIAL["contrib"], {k: state[k] for k in INITIAL["contrib"]})
 
 
 def _object_checkpoint(opt, global_step):
