@@ -54,12 +54,16 @@ class ResumeCheckHook(tf.compat.v1.train.SessionRunHook):
   line names them, by kind: the loss-scale state (reset to the manager's
   initial values), the optimizer's slots and other state, `global_step`
   (with both values), other variables; for each, whether the checkpoint lacks
-  it or holds another value.
+  it or holds another value (and, for the scale state, whether it is at the
+  manager's initial values). Only the first session is checked (one
+  `MonitoredTrainingSession` recreates after an error restores a newer
+  checkpoint). `begin` reads the checkpoint's value of every global variable
+  once, so it holds one copy of them in memory until the session exists.
 
   A line reads: `Resume check: the session did not restore from
   /runs/a/model.ckpt-120: loss-scale state [bad_steps, good_steps,
-  loss_scale] (not in the checkpoint); global_step (checkpoint 120, session
-  0).`
+  loss_scale] (not in the checkpoint; reset to the manager's initial
+  values); global_step (checkpoint 120, session 0).`
 
   Example:
 
@@ -115,6 +119,9 @@ class ResumeCheckHook(tf.compat.v1.train.SessionRunHook):
     del coord  # Unused.
     if self._path is None:
       return
+    # Only the first session: one recreated after an error restores a newer
+    # checkpoint than the one read in `begin`.
+    self._path, path = None, self._path
     missing: Dict[str, List[str]] = {}
     reasons: Dict[str, set] = {}
     for name, variable in sorted(self._variables.items()):
@@ -129,6 +136,11 @@ class ResumeCheckHook(tf.compat.v1.train.SessionRunHook):
     self.not_restored = missing
     if not missing:
       return
+    if SCALE in missing and all(
+        _digest(session.run(self._variables[name].initial_value)) ==
+        _digest(session.run(self._variables[name]))
+        for name in missing[SCALE]):
+      reasons[SCALE].add("reset to the manager's initial values")
     parts = []
     for kind in (SCALE, OPTIMIZER, GLOBAL_STEP, MODEL):
       if kind not in missing:
@@ -143,7 +155,7 @@ class ResumeCheckHook(tf.compat.v1.train.SessionRunHook):
         parts.append(f"{kind} [{', '.join(missing[kind])}] "
                      f"({'; '.join(sorted(reasons[kind]))})")
     self.line = (f"Resume check: the session did not restore from "
-                 f"{self._path}: {'; '.join(parts)}.")
+                 f"{path}: {'; '.join(parts)}.")
     tf.compat.v1.logging.warning("%s", self.line)
 
 

@@ -149,6 +149,8 @@ class ResumeCheckTest(parameterized.TestCase):
     self.assertIn(hook.line, [record.getMessage() for record in logs.records])
     self.assertIn(f"{kind} ", hook.line)
     self.assertIn(path, hook.line)
+    self.assertEqual(kind == "loss-scale state",
+                     "reset to the manager's initial values" in hook.line)
 
   def test_names_both_global_steps(self):
     directory = self.create_tempdir().full_path
@@ -174,7 +176,7 @@ class ResumeCheckTest(parameterized.TestCase):
 class ObjectCheckpointResumeTest(parameterized.TestCase):
   """The hook reads object-based checkpoints through their object graph."""
 
-  def _restore_with_hook(self, folder, writer_scaled):
+  def _restore_with_hook(self, folder, writer_scaled, recreate=False):
     """Saves with tf.train.Checkpoint, restores into a loss-scaled graph."""
     for scaled, restoring in ((writer_scaled, False), (True, True)):
       with tf.Graph().as_default() as graph:
@@ -198,6 +200,10 @@ class ObjectCheckpointResumeTest(parameterized.TestCase):
             status = checkpoint.restore(tf.train.latest_checkpoint(folder))
             status.run_restore_ops(sess)
             hook.after_create_session(sess, None)
+            if recreate:  # A second session, restored from nothing.
+              with v1.Session(graph=graph) as second:
+                second.run(v1.global_variables_initializer())
+                hook.after_create_session(second, None)
             return hook
           for _ in range(3):
             sess.run(train_op)
@@ -205,6 +211,11 @@ class ObjectCheckpointResumeTest(parameterized.TestCase):
 
   def test_a_full_restore_gives_no_line(self):
     hook = self._restore_with_hook(self.create_tempdir().full_path, True)
+    self.assertEqual((hook.line, hook.not_restored), (None, {}))
+
+  def test_only_the_first_session_is_checked(self):
+    hook = self._restore_with_hook(self.create_tempdir().full_path, True,
+                                   recreate=True)
     self.assertEqual((hook.line, hook.not_restored), (None, {}))
 
   def test_a_float32_checkpoint_names_the_scale_state(self):
