@@ -64,7 +64,7 @@ class Saver(tf.compat.v1.train.Saver):
     var_list: As for `tf.compat.v1.train.Saver`: None (every saveable
       variable), a list of variables or a dict from checkpoint key to
       variable.
-    **kwargs: The other arguments of `tf.compat.v1.train.Saver`.
+    **kwargs: The other arguments of `tf.compat.v1.train.Saver`, by keyword.
   """
 
   def __init__(self, var_list=None, **kwargs):
@@ -153,6 +153,9 @@ def _raise_if_scoped_elsewhere(absent: List[str], save_path: str) -> None:
     if not matches:
       return
     found[key] = matches[0]
+  scopes = {found[key][:-len(key.rsplit("/", 1)[-1])] for key in absent}
+  if len(scopes) != 1:
+    return
   pairs = ", ".join(f"`{key}` as `{found[key]}`" for key in absent)
   scope = found[absent[0]].rpartition("/")[0]
   where = (f'inside `tf.compat.v1.variable_scope("{scope}")`' if scope else

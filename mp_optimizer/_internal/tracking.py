@@ -204,16 +204,21 @@ def record_optimizer_state(scale_state: Iterable[tf.Variable],
                            optimizer_state: Iterable[tf.Variable]) -> None:
   """Adds the variables to this graph's two state collections, once each.
 
+  Only checkpointed state (in GLOBAL_VARIABLES) is recorded: a variable kept
+  out of every collection (a skip count, a floor streak) stays out.
+
   Args:
     scale_state: The loss-scale manager's variables.
     optimizer_state: The wrapped optimizer's variables (slots, beta powers).
   """
   graph = tf.compat.v1.get_default_graph()
+  saved = {id(v) for v in
+           graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)}
   for key, variables in ((SCALE_STATE, scale_state),
                          (OPTIMIZER_STATE, optimizer_state)):
     known = {id(v) for v in graph.get_collection(key)}
     for variable in variables:
-      if id(variable) not in known:
+      if id(variable) in saved and id(variable) not in known:
         known.add(id(variable))
         graph.add_to_collection(key, variable)
 
