@@ -32,12 +32,14 @@ own state where the wrapper sits: `beta1_power` as its child, the slots
 listed on its node. TF then asks the wrapper for those (`_lookup_dependency`,
 `_deferred_dependencies`, `_create_or_restore_slot_variable`), and, left to
 the v1 `Optimizer` base, they would vanish without a word.
-`RestoresBareOptimizer` hands them to the wrapped optimizer.
+`RestoresBareOptimizer` hands them to the wrapped optimizer, through those
+three private methods of TF's restore machinery (no public API routes a
+checkpoint node to another object); checked on TensorFlow 2.15 and 2.21.
 
 Which variables are loss-scale state and which are the wrapped optimizer's
 (slots, beta powers) is recorded in two graph collections
 (`record_optimizer_state`), so a tolerant `Saver` and the resume check can
-tell them apart in any graph, also one imported from a meta graph. They are
+tell them apart in the graph the train op was built in. They are
 plain variable collections: a default `Saver` ignores them.
 
 `checkpoint_keys` reads which key holds each variable in a checkpoint. An
