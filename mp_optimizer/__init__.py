@@ -30,6 +30,8 @@ if TYPE_CHECKING:  # What type checkers see; at run time `__getattr__` loads the
   from mp_optimizer.master_weights import float32_variable_getter as float32_variable_getter
   from mp_optimizer.nvidia_environment import honour_nvidia_environment as honour_nvidia_environment
   from mp_optimizer.optimizer import LossScaleOptimizer as LossScaleOptimizer
+  from mp_optimizer.resume import ResumeCheckHook as ResumeCheckHook
+  from mp_optimizer.saver import Saver as Saver
   from mp_optimizer.signals import add_summaries as add_summaries
   from mp_optimizer.signals import skipped_steps as skipped_steps
   from mp_optimizer.signals import step_applied as step_applied
@@ -42,6 +44,8 @@ _EXPORTS = {
     "LossScaleHook": "mp_optimizer.hooks",
     "LossScaleOptimizer": "mp_optimizer.optimizer",
     "MixedPrecisionLossScaleOptimizer": "mp_optimizer.tf2",
+    "ResumeCheckHook": "mp_optimizer.resume",
+    "Saver": "mp_optimizer.saver",
     "add_summaries": "mp_optimizer.signals",
     "allow_unscaled_gradients": "mp_optimizer._step.scaling",
     "disable_mixed_precision_graph_rewrite": "mp_optimizer.tf2",
@@ -58,6 +62,8 @@ __all__ = [
     "LossScaleHook",
     "LossScaleOptimizer",
     "MixedPrecisionLossScaleOptimizer",
+    "ResumeCheckHook",
+    "Saver",
     "add_summaries",
     "allow_unscaled_gradients",
     "contrib",

@@ -22,7 +22,8 @@ Optimizer = tf.compat.v1.train.Optimizer
 GradsAndVars = List[Tuple[tensors.Gradient, tf.Variable]]
 
 
-class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
+class LossScaleOptimizer(tracking.RestoresBareOptimizer,
+                         _keras_api.KerasStyleNames, Optimizer):
   """Wraps an optimizer so float16 gradients neither underflow nor corrupt it.
 
   `compute_gradients` multiplies the loss by the manager's scale S and returns
@@ -97,7 +98,7 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
         "precision_telemetry": validation.check_bool(
             "precision_telemetry", precision_telemetry)}
     super().__init__(use_locking=False, name=opt.get_name())
-    self._opt = opt
+    self._opt = self._restore_target = opt
     self._manager = loss_scale_manager
     # TF's built-in uses these two names; its object checkpoints restore here.
     tracking.track(self, opt, "base_optimizer")
@@ -198,9 +199,13 @@ class LossScaleOptimizer(_keras_api.KerasStyleNames, Optimizer):
     # Each replica of an Estimator builds its own optimizer, and merge_call
     # args that are not one object on every replica become PerReplica.
     parts, name = self._parts, name or self.get_name()
-    return tf.distribute.get_replica_context().merge_call(
+    applied = tf.distribute.get_replica_context().merge_call(
         lambda strategy, *args: step.gated_step(strategy, parts, *args, name),
         args=(grads_and_vars, global_step))
+    # What a tolerant Saver and the resume check need to tell apart.
+    tracking.record_optimizer_state(self._manager.variables(),
+                                    self._opt.variables())
+    return applied
 
   def get_slot(self, var: tf.Variable, name: str) -> Optional[tf.Variable]:
     """Returns the inner optimizer's slot `name` for `var`."""

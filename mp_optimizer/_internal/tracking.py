@@ -24,14 +24,43 @@ looking for `get_slot_names` in `dir(obj)` of every tracked object, and
 refuses a slot reported by two objects. `hide_slot_owner_marker` lets a
 wrapper that delegates `get_slot` to the optimizer it tracks leave ownership
 with that optimizer.
+
+A loss-scaling wrapper is saved as TF's built-in saves it: the wrapped
+optimizer under `base_optimizer`, the manager under `loss_scale`. A
+checkpoint written by the bare optimizer (a float32 run) has the optimizer's
+own state where the wrapper sits: `beta1_power` as its child, the slots
+listed on its node. TF then asks the wrapper for those (`_lookup_dependency`,
+`_deferred_dependencies`, `_create_or_restore_slot_variable`), and, left to
+the v1 `Optimizer` base, they would vanish without a word.
+`RestoresBareOptimizer` hands them to the wrapped optimizer, through those
+three private methods of TF's restore machinery (no public API routes a
+checkpoint node to another object); checked on TensorFlow 2.15 and 2.21.
+
+Which variables are loss-scale state and which are the wrapped optimizer's
+(slots, beta powers) is recorded in two graph collections
+(`record_optimizer_state`), so a tolerant `Saver` and the resume check can
+tell them apart in the graph the train op was built in. They are
+plain variable collections: a default `Saver` ignores them.
+
+`checkpoint_keys` reads which key holds each variable in a checkpoint. An
+object-based checkpoint names its keys by object path; the variable names
+are in its serialized object graph, a `TrackableObjectGraph` proto that TF
+has no public parser for, so the proto class is imported here (the same
+table TF's own name-based Saver uses to read object-based checkpoints).
+Checked on TensorFlow 2.15 and 2.21.
 """
 
 import weakref
 from typing import Dict, Iterable, List, Optional
 
 import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2  # pylint: disable=g-direct-tensorflow-import
 
 _SLOT_OWNER_MARKER = "get_slot_names"
+SCALE_STATE = "mp_optimizer_scale_state"
+OPTIMIZER_STATE = "mp_optimizer_optimizer_state"
+# The key under which an object-based checkpoint holds its object graph.
+OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 Trackable = tf.__internal__.tracking.Trackable
 _V1Optimizer = tf.compat.v1.train.Optimizer
@@ -80,6 +109,59 @@ class GraphScopedTrackable(Trackable):
     return super()._lookup_dependency(name, cached_dependencies)
 
 
+_WRAPPER_CHILDREN = ("base_optimizer", "loss_scale")
+
+
+class RestoresBareOptimizer:
+  """Mixin: a wrapper that also restores the bare wrapped optimizer's format.
+
+  The class sets `_restore_target` (the wrapped optimizer) in its
+  constructor before tracking anything. A restore of that format logs one
+  line per graph: the scale state keeps its initial values.
+  """
+
+  _restore_target = None
+
+  def _inner_or_none(self):
+    return self.__dict__.get("_restore_target")
+
+  @property
+  def _deferred_dependencies(self):
+    # One table with the wrapped optimizer: a restore deferred on the wrapper
+    # (`beta1_power` before it exists) is applied when the wrapped optimizer
+    # makes the variable; the wrapper's own names are not the optimizer's.
+    inner = self._inner_or_none()
+    if inner is None:
+      return super()._deferred_dependencies
+    return inner._deferred_dependencies  # pylint: disable=protected-access
+
+  def _lookup_dependency(self, name, cached_dependencies=None):
+    found = super()._lookup_dependency(name, cached_dependencies)
+    inner = self._inner_or_none()
+    if found is None and inner is not None and name not in _WRAPPER_CHILDREN:
+      found = inner._lookup_dependency(name)  # pylint: disable=protected-access
+      self._log_bare_format()
+    return found
+
+  def _create_or_restore_slot_variable(self, slot_variable_position,
+                                       slot_name, variable):
+    self._log_bare_format()
+    return self._restore_target._create_or_restore_slot_variable(  # pylint: disable=protected-access
+        slot_variable_position, slot_name, variable)
+
+  def _log_bare_format(self) -> None:
+    graph = tf.compat.v1.get_default_graph()
+    logged = self.__dict__.setdefault("_bare_format_logged",
+                                      weakref.WeakSet())
+    if graph not in logged:
+      logged.add(graph)
+      tf.compat.v1.logging.warning(
+          "Restoring a checkpoint of the optimizer without loss scaling into "
+          "%s: its slots and state go to the wrapped optimizer; the checkpoint "
+          "holds no loss-scale state, which starts from the manager's initial "
+          "values.", type(self).__name__)
+
+
 def track(owner: Trackable, child: Trackable, name: str) -> None:
   """Makes `child` part of `owner`'s checkpoint under `name`.
 
@@ -118,3 +200,48 @@ def hide_slot_owner_marker(names: Iterable[str]) -> List[str]:
   Calling `wrapper.get_slot_names()` still works.
   """
   return [name for name in names if name != _SLOT_OWNER_MARKER]
+
+
+def record_optimizer_state(scale_state: Iterable[tf.Variable],
+                           optimizer_state: Iterable[tf.Variable]) -> None:
+  """Adds the variables to this graph's two state collections, once each.
+
+  Only checkpointed state (in GLOBAL_VARIABLES) is recorded: a variable kept
+  out of every collection (a skip count, a floor streak) stays out.
+
+  Args:
+    scale_state: The loss-scale manager's variables.
+    optimizer_state: The wrapped optimizer's variables (slots, beta powers).
+  """
+  graph = tf.compat.v1.get_default_graph()
+  saved = {id(v) for v in
+           graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)}
+  for key, variables in ((SCALE_STATE, scale_state),
+                         (OPTIMIZER_STATE, optimizer_state)):
+    known = {id(v) for v in graph.get_collection(key)}
+    for variable in variables:
+      if id(variable) in saved and id(variable) not in known:
+        known.add(id(variable))
+        graph.add_to_collection(key, variable)
+
+
+def recorded_state(key: str, graph: Optional[tf.Graph] = None
+                   ) -> List[tf.Variable]:
+  """The variables `record_optimizer_state` added under `key` in `graph`."""
+  graph = graph or tf.compat.v1.get_default_graph()
+  return list(graph.get_collection(key))
+
+
+def checkpoint_keys(reader) -> Dict[str, str]:
+  """Variable name -> key holding it, in the checkpoint `reader` reads.
+
+  Args:
+    reader: A `tf.train.load_checkpoint` reader.
+  """
+  if not reader.has_tensor(OBJECT_GRAPH_KEY):
+    return {key: key for key in reader.get_variable_to_shape_map()}
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(reader.get_tensor(OBJECT_GRAPH_KEY))
+  return {attribute.full_name: attribute.checkpoint_key
+          for node in graph.nodes for attribute in node.attributes
+          if attribute.full_name}

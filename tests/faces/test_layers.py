@@ -221,7 +221,7 @@ class LayersTest(parameterized.TestCase):
       ("clipvalue", {"clipvalue": 1.0}, ["_step.clipping"]),
       ("global_clipnorm", {"global_clipnorm": 1.0}, ["_step.clipping"]),
       ("accumulation", {"gradient_accumulation_steps": 2},
-       ["_step.accumulation", "_internal.tracking"]),
+       ["_step.accumulation"]),
       ("overflow_report", {"overflow_report": True}, ["_step.report"]),
       ("precision_telemetry", {"precision_telemetry": True},
        ["_step.telemetry"]),
