@@ -147,6 +147,7 @@ class TFConfigTest(parameterized.TestCase):
     cls.out_dir = launch.scratch_dir(cls.addClassCleanup)
     logs = launch.scratch_dir(cls.addClassCleanup)
     ports = launch.free_ports(RANKS)
+    cls.addresses = [f"{launch.LOOPBACK}:{port}" for port in ports]
     cls.finished = launch.wait_all(
         [launch.Worker("hvd_dropin_worker.py",
                        [cls.out_dir, "collectives", "schedule_hvd_outside"],
@@ -164,6 +165,13 @@ class TFConfigTest(parameterized.TestCase):
       self.assertEqual(list(result["group"]), [rank, RANKS, rank, RANKS])
       np.testing.assert_array_equal(result["broadcast"],
                                     worker.rank_values(1))
+
+  def test_the_server_listens_on_every_interface_at_its_port(self):
+    # TensorFlow's gRPC server binds the port of its cluster address on all
+    # interfaces, whatever host the address names (docs: what listens).
+    ports = [int(a.rsplit(":", 1)[1]) for a in self.addresses]
+    for port, result in zip(ports, self.results("collectives")):
+      self.assertIn([port, 1], result["listening"].tolist())
 
   def test_one_rank_overflowing_skips_every_rank(self):
     ranks = self.results("schedule_hvd_outside")

@@ -9,7 +9,8 @@ session is the script's own (`tf.compat.v1.Session()`,
 OUT_DIR/<rank>_<case>.npz for each case, each its own graph:
 
 * "collectives": `allreduce` (Average, Sum, fp16), `allgather` of tensors
-  of different lengths, `broadcast` from rank 1, and the reported group.
+  of different lengths, `broadcast` from rank 1, the reported group, and
+  the TCP sockets this process listens on.
 * "schedule_<order>": the scenario of `replicated` (rank r is replica r,
   float16 model, one rank's loss poisoned at some steps) with our optimizer
   outside (`LossScaleOptimizer(hvd.DistributedOptimizer(opt))`) or inside
@@ -24,6 +25,7 @@ OUT_DIR/<rank>_<case>.npz for each case, each its own graph:
   broadcast and after three steps.
 """
 
+import contextlib
 import os
 import sys
 
@@ -49,6 +51,26 @@ def rank_values(rank: int) -> np.ndarray:
   return np.float32([1.5, -2.0, 3.25]) * (rank + 1)
 
 
+def listening_sockets() -> np.ndarray:
+  """[port, 1 if on every interface else 0] of each TCP socket this process
+  listens on (Linux: /proc/net/tcp*, matched by the socket's inode)."""
+  inodes = set()
+  for fd in os.listdir("/proc/self/fd"):
+    with contextlib.suppress(OSError):
+      target = os.readlink(f"/proc/self/fd/{fd}")
+      if target.startswith("socket:["):
+        inodes.add(target[8:-1])
+  found = []
+  for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    with open(table, encoding="ascii") as lines:
+      for line in list(lines)[1:]:
+        fields = line.split()
+        address, port = fields[1].split(":")
+        if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN.
+          found.append([int(port, 16), int(set(address) == {"0"})])
+  return np.array(found, np.int64).reshape(-1, 2)
+
+
 def run_collectives() -> dict:
   mine = tf.constant(rank_values(hvd.rank()))
   fetches = {
@@ -62,6 +84,7 @@ def run_collectives() -> dict:
     result = sess.run(fetches)
   result["group"] = np.array([hvd.rank(), hvd.size(), hvd.local_rank(),
                               hvd.local_size()])
+  result["listening"] = listening_sockets()
   return result
 
 
