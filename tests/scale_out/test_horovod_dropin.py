@@ -137,6 +137,10 @@ class HorovodDropInTest(parameterized.TestCase):
     np.testing.assert_array_equal(ranks[0]["ws"][0], np.ones([4, 2]))
     self.assertFalse(np.array_equal(ranks[0]["ws"][1], ranks[0]["ws"][0]))
 
+  def test_a_second_session_has_its_own_uninitialized_variables(self):
+    for rank in self.results("mts"):
+      self.assertIn("w", rank["uninitialized"].tolist())
+
 
 class TFConfigTest(parameterized.TestCase):
   """Two processes started with `TF_CONFIG`, no MPI."""

@@ -22,7 +22,8 @@ OUT_DIR/<rank>_<case>.npz for each case, each its own graph:
   (default) or made dense (`sparse_as_dense`); the table after one step.
 * "mts": `MonitoredTrainingSession` with `BroadcastGlobalVariablesHook(0)`
   on weights initialized differently on each rank; the weights after the
-  broadcast and after three steps.
+  broadcast and after three steps; what a second session finds
+  uninitialized.
 """
 
 import contextlib
@@ -165,7 +166,9 @@ def run_mts() -> dict:
     for _ in range(3):
       sess.run(train_op)
     history.append(sess.run(w))
-  return {"ws": np.array(history)}
+  with v1.Session() as sess:
+    uninitialized = sess.run(v1.report_uninitialized_variables()).astype(str)
+  return {"ws": np.array(history), "uninitialized": uninitialized}
 
 
 def main(out_dir: str, *names: str) -> None:
