@@ -16,8 +16,9 @@
 #                link of README.md and docs/), and the documentation build
 #   make docs    the documentation site into site/ (MkDocs, warnings as
 #                errors); open site/index.html
-#   make bench   overhead benchmarks, the opt-in options, then the growth with the number of
-#                variables (writes BENCHMARKS.md and docs/scaling.png)
+#   make bench   overhead benchmarks, the opt-in options, mp_optimizer.horovod on two
+#                processes, then the growth with the number of variables (writes
+#                BENCHMARKS.md and docs/scaling.png)
 #   make bench-codemod  mp-optimizer-migrate on a big file and a model-zoo tree
 #   make soak    20,000-step soak run
 #   make test-horovod  TF 2.15 + Horovod built from source (about 12 minutes)
@@ -149,11 +150,12 @@ $(VENV)/horovod/.ready: requirements/tf$(OLDEST).txt setup.py
 
 test-horovod: $(VENV)/horovod/.ready
 	PATH=$(CURDIR)/$(VENV)/horovod/bin:$$PATH $(VENV)/horovod/bin/python -m pytest \
-	    tests/test_horovod.py -q -p no:cacheprovider -rs
+	    tests/scale_out/test_horovod.py -q -p no:cacheprovider -rs
 
 bench: $(VENV)/tf$(NEWEST)/.ready
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/overhead.py
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/options.py
+	$(VENV)/tf$(NEWEST)/bin/python benchmarks/horovod_loopback.py
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/scaling.py
 
 bench-codemod: $(VENV)/tf$(NEWEST)/.ready
