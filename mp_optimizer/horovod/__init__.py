@@ -24,7 +24,7 @@ from mp_optimizer.horovod.ops import allgather
 from mp_optimizer.horovod.ops import allreduce
 from mp_optimizer.horovod.ops import broadcast
 from mp_optimizer.horovod.optimizer import DistributedOptimizer
-from mp_optimizer.horovod.unsupported import closest_spelling
+from mp_optimizer.horovod import unsupported as _unsupported
 
 __all__ = [
     "Average",
@@ -48,4 +48,4 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
   """Refuses Horovod's other names with the closest supported spelling."""
-  raise closest_spelling(name)
+  raise _unsupported.closest_spelling(name)

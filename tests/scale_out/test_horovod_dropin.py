@@ -40,22 +40,24 @@ def fp16_average(values) -> np.ndarray:
   return np.float32((halves[0] + halves[1]) / np.float16(len(halves)))
 
 
-class HorovodDropInTest(parameterized.TestCase):
+class _Job(parameterized.TestCase):
+  """Runs the worker once for the class (`start`) and reads what it wrote."""
+
+  @classmethod
+  def start(cls, out_dir: str, logs: str) -> list:
+    raise NotImplementedError
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
     cls.out_dir = launch.scratch_dir(cls.addClassCleanup)
     logs = launch.scratch_dir(cls.addClassCleanup)
-    env = AS_ROOT if os.geteuid() == 0 else {}
-    cls.finished = launch.wait_all(
-        [launch.Worker("hvd_dropin_worker.py", [cls.out_dir], logs, env=env,
-                       launcher=[MPIRUN, "-np", str(RANKS)])],
-        TIMEOUT_SECONDS)
+    cls.finished = launch.wait_all(cls.start(cls.out_dir, logs),
+                                   TIMEOUT_SECONDS)
 
   def results(self, case: str) -> list:
-    self.assertEqual(self.finished[0].returncode, 0,
-                     launch.describe(self.finished))
+    self.assertEqual([f.returncode for f in self.finished],
+                     [0] * len(self.finished), launch.describe(self.finished))
     return [_load(os.path.join(self.out_dir, f"{rank}_{case}.npz"))
             for rank in range(RANKS)]
 
@@ -64,6 +66,15 @@ class HorovodDropInTest(parameterized.TestCase):
     for name in ranks[0]:
       self.assertEqual(ranks[0][name].tobytes(), ranks[1][name].tobytes(),
                        name)
+
+
+class HorovodDropInTest(_Job):
+
+  @classmethod
+  def start(cls, out_dir: str, logs: str) -> list:
+    env = AS_ROOT if os.geteuid() == 0 else {}
+    return [launch.Worker("hvd_dropin_worker.py", [out_dir], logs, env=env,
+                          launcher=[MPIRUN, "-np", str(RANKS)])]
 
   def test_rank_size_and_local_rank_come_from_mpirun(self):
     for rank, result in enumerate(self.results("collectives")):
@@ -142,26 +153,16 @@ class HorovodDropInTest(parameterized.TestCase):
       self.assertIn("w", rank["uninitialized"].tolist())
 
 
-class TFConfigTest(parameterized.TestCase):
+class TFConfigTest(_Job):
   """Two processes started with `TF_CONFIG`, no MPI."""
 
   @classmethod
-  def setUpClass(cls):
-    super().setUpClass()
-    cls.out_dir = launch.scratch_dir(cls.addClassCleanup)
-    logs = launch.scratch_dir(cls.addClassCleanup)
+  def start(cls, out_dir: str, logs: str) -> list:
     ports = launch.free_ports(RANKS)
-    cls.addresses = [f"{launch.LOOPBACK}:{port}" for port in ports]
-    cls.finished = launch.wait_all(
-        [launch.Worker("hvd_dropin_worker.py",
-                       [cls.out_dir, "collectives", "schedule_hvd_outside"],
-                       logs, env={"TF_CONFIG": launch.tf_config(ports, rank)})
-         for rank in range(RANKS)], TIMEOUT_SECONDS)
-
-  def results(self, case: str) -> list:
-    self.assertEqual([f.returncode for f in self.finished], [0] * RANKS,
-                     launch.describe(self.finished))
-    return [_load(os.path.join(self.out_dir, f"{rank}_{case}.npz"))
+    cls.ports = ports
+    return [launch.Worker("hvd_dropin_worker.py",
+                          [out_dir, "collectives", "schedule_hvd_outside"],
+                          logs, env={"TF_CONFIG": launch.tf_config(ports, rank)})
             for rank in range(RANKS)]
 
   def test_rank_is_the_task_index_and_local_ranks_share_the_host(self):
@@ -173,15 +174,12 @@ class TFConfigTest(parameterized.TestCase):
   def test_the_server_listens_on_every_interface_at_its_port(self):
     # TensorFlow's gRPC server binds the port of its cluster address on all
     # interfaces, whatever host the address names (docs: what listens).
-    ports = [int(a.rsplit(":", 1)[1]) for a in self.addresses]
-    for port, result in zip(ports, self.results("collectives")):
+    for port, result in zip(self.ports, self.results("collectives")):
       self.assertIn([port, 1], result["listening"].tolist())
 
   def test_one_rank_overflowing_skips_every_rank(self):
     ranks = self.results("schedule_hvd_outside")
-    for name in ranks[0]:
-      self.assertEqual(ranks[0][name].tobytes(), ranks[1][name].tobytes(),
-                       name)
+    self.assert_ranks_identical(ranks)
     self.assertEqual(list(ranks[0]["scales"]),
                      replicated.EXPECTED_SCALES["tf2"])
 
