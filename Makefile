@@ -21,7 +21,8 @@
 #                BENCHMARKS.md and docs/scaling.png)
 #   make bench-codemod  mp-optimizer-migrate on a big file and a model-zoo tree
 #   make soak    20,000-step soak run
-#   make test-horovod  TF 2.15 + Horovod built from source (about 12 minutes)
+#   make test-horovod  TF 2.15 + Horovod built from source (about 12 minutes); also
+#                runs the same script on mp_optimizer.horovod (TF 2.21) and compares
 
 PYTHON ?= python3
 VENV := .venv
@@ -148,7 +149,7 @@ $(VENV)/horovod/.ready: requirements/tf$(OLDEST).txt setup.py
 	    --no-deps --no-build-isolation -e .
 	touch $@
 
-test-horovod: $(VENV)/horovod/.ready
+test-horovod: $(VENV)/horovod/.ready $(VENV)/tf$(NEWEST)/.ready
 	PATH=$(CURDIR)/$(VENV)/horovod/bin:$$PATH $(VENV)/horovod/bin/python -m pytest \
 	    tests/scale_out/test_horovod.py -q -p no:cacheprovider -rs
 
