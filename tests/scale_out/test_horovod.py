@@ -87,9 +87,10 @@ DROP_IN_BIN = launch.REPO_ROOT / ".venv" / "tf2.21" / "bin"
 THIS_BIN = pathlib.Path(sys.executable).parent
 AS_ROOT = ({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
            if os.geteuid() == 0 else {})
-# float16 keeps 11 significant bits: TF 2.15's and 2.21's float16 matmuls
-# round differently (the same drop-in script's loss moves by about 1e-3
-# between them), so across versions the loss agrees to a few float16 ulps.
+# float16 keeps 11 significant bits. TF 2.15 and 2.21 compute the float16
+# model differently (the same drop-in script's loss differs at step 0,
+# before any reduction, by up to about 1e-3 over the run), so across
+# versions the loss agrees to a few float16 ulps.
 FLOAT16_ULPS = 4 * 2.0**-10
 
 
