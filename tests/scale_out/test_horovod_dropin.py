@@ -114,6 +114,9 @@ class HorovodDropInTest(_Job):
     self.assertEqual(list(ranks[0]["steps"]), applied_so_far)
     self.assertEqual(list(ranks[0]["skips"]),
                      list(np.cumsum(np.logical_not(replicated.APPLIED))))
+    # Precision telemetry's reason codes: 0 "applied", 1 "overflow".
+    self.assertEqual(list(ranks[0]["telemetry.skip_reason"]),
+                     [0 if applied else 1 for applied in replicated.APPLIED])
     reference = replicated.reference_weights(average=True)
     for w, applied in zip(ranks[0]["ws"], applied_so_far):
       np.testing.assert_allclose(w, reference[applied], rtol=1e-5, atol=1e-6)

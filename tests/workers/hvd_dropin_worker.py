@@ -14,8 +14,9 @@ OUT_DIR/<rank>_<case>.npz for each case, each its own graph:
 * "schedule_<order>": the scenario of `replicated` (rank r is replica r,
   float16 model, one rank's loss poisoned at some steps) with our optimizer
   outside (`LossScaleOptimizer(hvd.DistributedOptimizer(opt))`) or inside
-  (`hvd.DistributedOptimizer(LossScaleOptimizer(opt))`): scale,
-  global_step, skip count and w after every step, and the final variables.
+  (`hvd.DistributedOptimizer(LossScaleOptimizer(opt))`), with precision
+  telemetry: scale, global_step, skip count, w and the telemetry after
+  every step, and the final variables.
 * "tiny_<order>": gradients TINY_GRADIENTS sent with `Compression.fp16` in
   each order; w after one SGD step (learning rate 1) from zero.
 * "sparse_<mode>": an embedding's `tf.IndexedSlices` gradient, gathered
@@ -89,11 +90,13 @@ def run_collectives() -> dict:
   return result
 
 
-def wrap(order: str, inner, manager, **options):
+def wrap(order: str, inner, manager, telemetry: bool = False, **options):
   distributed = lambda opt: hvd.DistributedOptimizer(opt, **options)
+  scaled = lambda opt: mp_optimizer.LossScaleOptimizer(
+      opt, manager, precision_telemetry=telemetry)
   if order == "ours_outside":
-    return mp_optimizer.LossScaleOptimizer(distributed(inner), manager)
-  return distributed(mp_optimizer.LossScaleOptimizer(inner, manager))
+    return scaled(distributed(inner))
+  return distributed(scaled(inner))
 
 
 def run_schedule(order: str) -> dict:
@@ -104,12 +107,15 @@ def run_schedule(order: str) -> dict:
   poison = tf.where(tf.equal(hvd.rank(), poisoned_replica), np.inf, 1.0)
   inner = v1.train.MomentumOptimizer(replicated.LEARNING_RATE,
                                      replicated.MOMENTUM)
-  opt = wrap(order, inner, replicated.MANAGERS["tf2"]())
+  opt = wrap(order, inner, replicated.MANAGERS["tf2"](), telemetry=True)
   train_op = opt.minimize(replicated.loss(w, x, y) * poison,
                           global_step=global_step)
-  history = {"scales": [], "steps": [], "skips": [], "ws": []}
+  telemetry = {f"telemetry.{name}": value for name, value
+               in mp_optimizer.signals.precision().items() if name != "groups"}
+  history = {"scales": [], "steps": [], "skips": [], "ws": [], **{
+      name: [] for name in telemetry}}
   tracked = (mp_optimizer.signals.loss_scale(), global_step,
-             mp_optimizer.skipped_steps(), w)
+             mp_optimizer.skipped_steps(), w, *telemetry.values())
   with v1.Session() as sess:
     sess.run(v1.global_variables_initializer())
     sess.run(hvd.broadcast_global_variables(0))
