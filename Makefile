@@ -18,11 +18,13 @@
 #                (TESTS=tests/managers or PYTEST_ARGS="-k amax" narrow it)
 #   make docs    the documentation site into site/ (MkDocs, warnings as
 #                errors); open site/index.html
-#   make bench   overhead benchmarks, the opt-in options, then the growth with the number of
-#                variables (writes BENCHMARKS.md and docs/scaling.png)
+#   make bench   overhead benchmarks, the opt-in options, mp_optimizer.horovod on two
+#                processes, then the growth with the number of variables (writes
+#                BENCHMARKS.md and docs/scaling.png)
 #   make bench-codemod  mp-optimizer-migrate on a big file and a model-zoo tree
 #   make soak    20,000-step soak run
-#   make test-horovod  TF 2.15 + Horovod built from source (about 12 minutes)
+#   make test-horovod  TF 2.15 + Horovod built from source (about 12 minutes); also
+#                runs the same script on mp_optimizer.horovod (TF 2.21) and compares
 
 PYTHON ?= python3
 VENV := .venv
@@ -165,13 +167,14 @@ $(VENV)/horovod/.ready: requirements/tf$(OLDEST).txt setup.py
 	    --no-deps --no-build-isolation -e .
 	touch $@
 
-test-horovod: $(VENV)/horovod/.ready
+test-horovod: $(VENV)/horovod/.ready $(VENV)/tf$(NEWEST)/.ready
 	PATH=$(CURDIR)/$(VENV)/horovod/bin:$$PATH $(VENV)/horovod/bin/python -m pytest \
-	    tests/test_horovod.py -q -p no:cacheprovider -rs
+	    tests/scale_out/test_horovod.py -q -p no:cacheprovider -rs
 
 bench: $(VENV)/tf$(NEWEST)/.ready
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/overhead.py
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/options.py
+	$(VENV)/tf$(NEWEST)/bin/python benchmarks/horovod_loopback.py
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/scaling.py
 
 bench-codemod: $(VENV)/tf$(NEWEST)/.ready

@@ -34,7 +34,7 @@ PROGRAMS = [(page.name, code, shown) for page in PAGES
 # Public modules besides those in `mp_optimizer.__all__`, and which of their
 # names are public (None: every name without a leading underscore).
 OTHER_PUBLIC = {"nvidia_environment": None, "overflow": {"OverflowReport"},
-                "migrate": None}
+                "migrate": None, "horovod": None}
 
 
 def _resolve(dotted: str):

@@ -1,4 +1,4 @@
-"""The two places this library calls TensorFlow internals, and why.
+"""The three places this library calls TensorFlow internals, and why.
 
 Checked on TensorFlow 2.15 and 2.21. (Checkpoint tracking, the third use of
 TF internals, lives in `tracking`.)
@@ -17,9 +17,21 @@ TF internals, lives in `tracking`.)
   is read from `tensorflow.python.training.experimental.mixed_precision`.
   Deciding by the same table means this library refuses exactly what TF
   refuses.
+* `route_default_sessions`: `mp_optimizer.horovod.init()` must make the
+  sessions a legacy script creates itself (`tf.compat.v1.Session()`,
+  `MonitoredTrainingSession`, Estimator: all construct
+  `tf.compat.v1.Session(target, graph, config)`) run on the process's
+  `tf.distribute.Server`: cross-process collective ops run only there (an
+  in-process session's collectives reach no other process). A session's
+  target has no process-wide default in TF (its config has one, the eager
+  context's, but not its target), so the constructor of
+  `tf.compat.v1.Session` is wrapped: an empty target becomes the server's,
+  and the config is amended. Sessions given a target are left alone.
 """
 
-from typing import Tuple
+import functools
+
+from typing import Callable, Optional, Tuple
 
 import tensorflow as tf
 from tensorflow.python.training.experimental import mixed_precision  # pylint: disable=g-direct-tensorflow-import
@@ -44,3 +56,29 @@ def wrapper_classes() -> Tuple[type, ...]:
   """The loss-scale wrappers TF refuses to wrap again."""
   return tuple(wrapper for _, wrapper in _registered().values()
                if isinstance(wrapper, type))
+
+
+# The constructor `route_default_sessions` wrapped, and where it now routes.
+_ROUTE = {}
+
+
+def route_default_sessions(
+    target: str, amend: Callable[[Optional[tf.compat.v1.ConfigProto]],
+                                 tf.compat.v1.ConfigProto]) -> None:
+  """Makes `tf.compat.v1.Session(target="")` use `target`, config `amend(config)`.
+
+  Calling it again replaces the route; the constructor is wrapped once.
+  """
+  session_class = tf.compat.v1.Session
+  _ROUTE["target"], _ROUTE["amend"] = target, amend
+  if "original" in _ROUTE:
+    return
+  original = _ROUTE["original"] = session_class.__init__
+
+  @functools.wraps(original)
+  def __init__(self, target="", graph=None, config=None):  # pylint: disable=redefined-outer-name
+    if not target:
+      target, config = _ROUTE["target"], _ROUTE["amend"](config)
+    original(self, target, graph, config)
+
+  session_class.__init__ = __init__

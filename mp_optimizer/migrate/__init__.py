@@ -1,7 +1,7 @@
 """`mp-optimizer-migrate`: moves legacy mixed-precision code onto this package.
 
-    mp-optimizer-migrate [--in-place] [--jobs N] PATH...
-    python -m mp_optimizer.migrate [--in-place] [--jobs N] PATH...
+    mp-optimizer-migrate [--in-place] [--jobs N] [--horovod] PATH...
+    python -m mp_optimizer.migrate [--in-place] [--jobs N] [--horovod] PATH...
 
 Each PATH is a Python file or a directory, searched for `*.py` (hidden
 directories, virtualenvs and site-packages are skipped). Every use of
@@ -17,6 +17,10 @@ files. A file that cannot refer to the legacy API (it does not spell both
 OpenSeq2Seq's loss scaling (`AutomaticLossScaler`, `optimize_loss(...,
 loss_scaling=...)`, a config's `"loss_scaling"`) is reported, never rewritten,
 with the manager that does the same (Backoff) or comes nearest (LogMax).
+
+With `--horovod`, `import horovod.tensorflow as hvd` (and `from horovod
+import tensorflow as hvd`) becomes `mp_optimizer.horovod`, the drop-in on
+TensorFlow's collective ops; Horovod names it lacks are reported.
 
 What cannot be converted safely is printed to stderr as `file:line: reason`;
 a documented difference the converted code now has is printed as
@@ -41,7 +45,7 @@ for a human), `getters` and `environment` (hand-written float32 getters,
 NVIDIA's container variables), `openseq2seq`, `scalers` and `literals`
 (OpenSeq2Seq's loss scaling, reported with the manager that does the same,
 from the literal values written there), `imports` (rewrites imports),
-`new_imports` (adds them), `chunks` (what is left out of the parse) and
+`new_imports` (adds them), `horovod` (`--horovod`), `chunks` (what is left out of the parse) and
 `diffs` (unified diffs in linear time). Neither
 TensorFlow nor `mp_optimizer`'s own TensorFlow code is imported.
 """

@@ -54,7 +54,7 @@ def _unreadable(path: str, error: OSError) -> files.Result:
   return files.Result(2, err=[f"{path}: cannot read: {error.strerror or error}"])
 
 
-def _skip(path: str) -> Optional[files.Result]:
+def _skip(path: str, horovod: bool) -> Optional[files.Result]:
   """The result for a file that needs no parsing, or None if it does."""
   try:
     data = files.read(path)
@@ -62,15 +62,17 @@ def _skip(path: str) -> Optional[files.Result]:
     return _unreadable(path, e)
   if b"\0" in data:  # UTF-16 or UTF-32: the filter cannot see through it.
     return files.not_text(path)
-  return None if names.might_use_legacy(data) else files.Result()
+  if names.might_use_legacy(data) or (horovod and b"horovod" in data):
+    return None
+  return files.Result()
 
 
-def _convert(path: str, in_place: bool) -> files.Result:
+def _convert(path: str, in_place: bool, horovod: bool) -> files.Result:
   try:
     data = files.read(path)
   except OSError as e:
     return _unreadable(path, e)
-  return files.process(path, data, in_place)
+  return files.process(path, data, in_place, horovod)
 
 
 def _print(result: files.Result, progress: _Progress) -> None:
@@ -88,13 +90,15 @@ def _print(result: files.Result, progress: _Progress) -> None:
       stdout.write(result.out.decode("utf-8", errors="replace"))
 
 
-def _run(paths: List[str], in_place: bool, jobs: int) -> List[files.Result]:
+def _run(paths: List[str], in_place: bool, jobs: int,
+         horovod: bool = False) -> List[files.Result]:
   progress = _Progress(len(paths), sys.stderr)
-  ready = [_skip(path) for path in paths]
+  ready = [_skip(path, horovod) for path in paths]
   todo = [path for path, result in zip(paths, ready) if result is None]
   results = []
   with _pool(jobs, len(todo)) as pool:
-    pending = {path: pool.submit(_convert, path, in_place) for path in todo}
+    pending = {path: pool.submit(_convert, path, in_place, horovod)
+               for path in todo}
     for done, (path, result) in enumerate(zip(paths, ready), 1):
       if result is None:
         result = pending[path].result()
@@ -181,6 +185,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                       metavar="N", help="worker processes (default: one per "
                       "CPU; 1 converts in this process)")
+  parser.add_argument("--horovod", action="store_true",
+                      help="also map `import horovod.tensorflow as hvd` to "
+                      "mp_optimizer.horovod and report what cannot be mapped")
   try:
     args = parser.parse_args(argv)
   except SystemExit as exit_:
@@ -195,7 +202,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   for root, count in vendored.items():
     print(f"{root}: TensorFlow's own sources ({count} files): skipped, not "
           "converted", file=sys.stderr)
-  results = _run(paths, args.in_place, args.jobs)
+  results = _run(paths, args.in_place, args.jobs, args.horovod)
   status = max([r.status for r in results] + [2 if errors else 0])
   for error in errors:
     print(error, file=sys.stderr)

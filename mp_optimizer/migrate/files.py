@@ -149,28 +149,34 @@ def _syntax_error_line(text: str, path: str, fallback: int) -> str:
   return ""
 
 
-def process(path: str, data: bytes, in_place: bool) -> Result:
+def process(path: str, data: bytes, in_place: bool,
+            horovod: bool = False) -> Result:
   """Converts one file's `data`; writes it back if `in_place`.
 
   Args:
     path: The file's path, for messages and for writing.
     data: Its bytes, as `read` returned them.
     in_place: Write the converted file instead of returning a diff.
+    horovod: Also map Horovod's TF1 imports (`--horovod`), first.
 
   Returns:
     The `Result`.
   """
   result = Result()
-  if not names.might_use_legacy(data):
+  horovod = horovod and b"horovod" in data
+  if not names.might_use_legacy(data) and not horovod:
     return result
   # libcst takes longer to import than most files take to filter: a run that
   # finds nothing to parse never loads it.
   import libcst as cst  # pylint: disable=import-outside-toplevel
   from mp_optimizer.migrate import codemod  # pylint: disable=import-outside-toplevel
+  from mp_optimizer.migrate import horovod as horovod_imports  # pylint: disable=import-outside-toplevel
   try:
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     old = data.decode(encoding)
-    new, findings = codemod.convert(old)
+    new, findings = horovod_imports.convert(old) if horovod else (old, [])
+    new, more = codemod.convert(new)
+    findings = sorted(findings + more, key=lambda f: (f.line, f.reason))
   except SyntaxError as e:  # A bad encoding declaration.
     result.err.append(f"{path}:{e.lineno or 1}: cannot read: {e}")
     result.status = 2

@@ -68,6 +68,21 @@ class SmokeTest(parameterized.TestCase):
                   "overflow_report=True"):
       self.assertIn(label, text)
 
+  def test_horovod_loopback_section_before_the_scaling_one(self):
+    output = os.path.join(self.create_tempdir().full_path, "BENCHMARKS.md")
+    pathlib.Path(output).write_text(
+        "# Head\n\n<!-- scaling: written by benchmarks/scaling.py -->\n",
+        encoding="utf-8")
+    self._run("horovod_loopback.py", "--smoke", "--steps", "2", "--output",
+              output)
+    text = pathlib.Path(output).read_text(encoding="utf-8")
+    self.assertLess(text.index("## Two processes on loopback"),
+                    text.index("<!-- scaling: written"))
+    for label in ("| one process |", "| 2 ranks, each alone |",
+                  "| 2 ranks, hvd.DistributedOptimizer |",
+                  "| 2 workers, MultiWorkerMirroredStrategy |"):
+      self.assertIn(label, text)
+
   def test_codemod_speed(self):
     self.assertIn("one file", self._run("codemod_speed.py", "--scale", "0.001"))
 

@@ -86,19 +86,19 @@ class Worker:
 
   `launcher` is a command that starts the Python process itself, such as
   `horovodrun -np 2 ...`; it and everything it starts share the worker's
-  process group.
+  process group. `python` is the interpreter (default: this one).
   """
 
   def __init__(self, script: str, args: Sequence[str], log_dir: str,
                env: Optional[Dict[str, str]] = None,
-               launcher: Sequence[str] = ()):
+               launcher: Sequence[str] = (), python: str = sys.executable):
     descriptor, log_path = tempfile.mkstemp(prefix=script + ".",
                                             suffix=".log", dir=log_dir)
     os.close(descriptor)
     self._log_path = pathlib.Path(log_path)
     with open(self._log_path, "wb") as log:
       self.process = subprocess.Popen(  # pylint: disable=consider-using-with
-          [*launcher, sys.executable, str(WORKERS_DIR / script), *args],
+          [*launcher, python, str(WORKERS_DIR / script), *args],
           env=worker_env(env), stdin=subprocess.DEVNULL, stdout=log,
           stderr=subprocess.STDOUT, start_new_session=True)
 
