@@ -49,6 +49,7 @@ from mp_optimizer._step import clipping
 from mp_optimizer._step import gate
 from mp_optimizer._step import report
 from mp_optimizer._step import skips
+from mp_optimizer._step import summaries
 from mp_optimizer._step import telemetry
 from mp_optimizer._step.scaling import read_loss_scale
 
@@ -189,8 +190,8 @@ def _use(strategy: tf.distribute.Strategy, parts: Parts,
 
 def _telemetry(strategy: tf.distribute.Strategy, parts: Parts,
                grads_and_vars: GradsAndVars, scale: tf.Tensor,
-               finite: tf.Tensor, applied: tf.Operation) -> tf.Operation:
-  """Measures the step (see `telemetry`), publishes it; returns the write."""
+               finite: tf.Tensor, applied: tf.Operation) -> telemetry.Record:
+  """Measures the step (see `telemetry`); returns its record."""
   stats = telemetry.measure(strategy, grads_and_vars, scale)
   window = None
   if parts.accumulator is not None:  # 0 once the window was applied.
@@ -205,9 +206,7 @@ def _telemetry(strategy: tf.distribute.Strategy, parts: Parts,
   # Inside control flow the step's tensors cannot be fetched: readers then
   # use the stored values.
   record.fetchable = not skips.inside_control_flow(step["skip_reason"])
-  telemetry.remember(
-      tensors.require_graph("LossScaleOptimizer.apply_gradients"), record)
-  return record.write()
+  return record
 
 
 def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
@@ -242,9 +241,12 @@ def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
     update = parts.manager.update_loss_scale(finite, **extra)
   signal_updates = skips.record(finite, skipped, scale, parts.skip_counter,
                                 lambda: read_loss_scale(parts.manager))
+  record = None
   if parts.precision_telemetry:
-    signal_updates.append(_telemetry(strategy, parts, grads_and_vars, scale,
-                                     finite, applied))
+    record = _telemetry(strategy, parts, grads_and_vars, scale, finite,
+                        applied)
+    signal_updates.append(record.write())
+  summaries.build(record)  # What the readers return, ready when asked.
   train_op = tf.group(applied, update, *signal_updates, name=name)
   # The inner apply is gated; only the whole gated step is a train op.
   train_ops[:] = train_ops_before + [train_op]
