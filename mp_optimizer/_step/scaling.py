@@ -43,6 +43,8 @@ from mp_optimizer._internal.tensors import Gradient
 SMALLEST_NORMAL_RECIPROCAL = 2.0**-126
 
 RECORDS = weakref.WeakKeyDictionary()  # graph -> {"scaled": set, "unscaled": set}
+# graph -> {ref of an unscaled gradient: the read of S it was unscaled with}.
+_UNSCALED_WITH = weakref.WeakKeyDictionary()
 # graph -> ids of the optimizers' scale tensors and scale variables' handles.
 SOURCES = weakref.WeakKeyDictionary()
 ALLOWED = weakref.WeakKeyDictionary()  # graph -> open allow_unscaled_gradients
@@ -116,6 +118,42 @@ def read_loss_scale(manager: managers.LossScaleManager) -> tf.Tensor:
   several things (scale the loss, unscale the gradients) reads it here once.
   """
   return tf.convert_to_tensor(manager.get_loss_scale(), name="loss_scale_read")
+
+
+def step_loss_scale(manager: managers.LossScaleManager,
+                    grads: Iterable[Optional[Gradient]]) -> tf.Tensor:
+  """Returns the S the step's gradients were unscaled with.
+
+  That is the read `unscale` was given (which `compute_gradients` also
+  scaled the loss with): another read could see a scale that another train
+  op of the manager changed since. It is found by walking back over data
+  edges from the first gradient (on the first replica) that leads to an
+  unscaled gradient, passing whatever came after the unscale (a clip, a
+  sum, an all-reduce). Gradients that lead to none (scaled by hand with
+  `opt.get_loss_scale()`, or let through by `allow_unscaled_gradients()`)
+  get a new read of the manager's scale.
+
+  Args:
+    manager: The step's manager.
+    grads: The step's gradients (per-replica values in cross-replica
+      context); None entries are passed over.
+  """
+  strategy = tf.distribute.get_strategy()
+  seen = set()
+  for grad in grads:
+    if grad is None:
+      continue
+    start = tensors.values(strategy.experimental_local_results(grad)[0])
+    unscaled_with = _UNSCALED_WITH.get(start.graph, {})
+    pending = [start] if unscaled_with else []
+    while pending:  # Depth first; each tensor once (loops have cycles).
+      tensor = pending.pop()
+      if id(tensor) not in seen:
+        seen.add(id(tensor))
+        if tensor.ref() in unscaled_with:
+          return unscaled_with[tensor.ref()]
+        pending.extend(tensor.op.inputs)
+  return read_loss_scale(manager)
 
 
 def check_loss(loss: Any) -> tf.Tensor:
@@ -226,4 +264,8 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor,
   result = [None if grad is None else tensors.with_values(grad, new)
             for grad, new in zip(grads, unscaled)]
   _record("unscaled", result)
+  unscaled_with = _UNSCALED_WITH.setdefault(loss_scale.graph, {})
+  for new in unscaled:
+    if new is not None:
+      unscaled_with[new.ref()] = loss_scale
   return result

@@ -4,7 +4,7 @@
 runs once per step however many replicas there are:
 
 ```
-scale   = read of manager.get_loss_scale()  # the S this step used
+scale   = the read of S the gradients were unscaled with  # the S this step used
 checked = clip(grads) with a norm clip, else grads     # what the update uses
 finite  = all_finite_in_sync(checked)       # one verdict for every replica
 applied = gate(finite, use(checked), skipped_steps += 1)   # one Switch
@@ -52,6 +52,7 @@ from mp_optimizer._step import skips
 from mp_optimizer._step import summaries
 from mp_optimizer._step import telemetry
 from mp_optimizer._step.scaling import read_loss_scale
+from mp_optimizer._step.scaling import step_loss_scale
 
 
 _GRADIENT_TYPES = (tf.Tensor, tf.IndexedSlices, tf.Variable, np.ndarray,
@@ -216,7 +217,9 @@ def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
   train_ops = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.TRAIN_OP)
   train_ops_before = list(train_ops)
   checked, use = _use(strategy, parts, grads_and_vars, global_step, name)
-  scale = read_loss_scale(parts.manager)
+  # The S the gradients were unscaled with: a second read could see a scale
+  # another train op of the manager changed since.
+  scale = step_loss_scale(parts.manager, (g for g, _ in grads_and_vars))
   if parts.manager.skips_nonfinite_steps:
     finite = managers.all_finite_in_sync(g for g, _ in checked)
     when_skipped = parts.skip_counter.add_one
