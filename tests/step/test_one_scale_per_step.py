@@ -5,7 +5,9 @@ Two train ops share a manager and run in one `sess.run`, ordered so that B
 runs whole (and halves the scale: it always overflows) after A's gradients
 were computed at S = 1024 and before A's step is applied. A's signals, its
 telemetry (headroom, skip reason) and its overflow report must all say
-1024, the S of A's gradients, not the 512 B left.
+1024, the S of A's gradients, not the 512 B left. Likewise gradients taken
+by hand (`get_scaled_loss`, then `get_unscaled_gradients`) are unscaled with
+the S their loss was scaled with, even if the scale changed in between.
 """
 
 import math
@@ -84,6 +86,30 @@ class OneScalePerStepTest(parameterized.TestCase):
          "report": re.findall(r"at loss scale \S+", printed)},
         {"signal": {"A": SCALE, "B": SCALE}, "headroom_bits": round(headroom, 5),
          "skip_reason": reason, "report": report_lines})
+
+
+class ScaledByHandTest(parameterized.TestCase):
+
+  def test_unscaled_with_the_read_that_scaled_the_loss(self):
+    with tf.Graph().as_default() as graph:
+      manager = managers.ExponentialUpdateLossScaleManager(SCALE, 1000)
+      opt = mp_optimizer.LossScaleOptimizer(
+          v1.train.GradientDescentOptimizer(0.1), manager)
+      w = v1.get_variable("w", initializer=np.ones(2, np.float32))
+      grads = tf.gradients(opt.get_scaled_loss(tf.reduce_sum(w * GRADIENT)),
+                           [w])
+      with tf.control_dependencies(grads):  # After the loss was scaled.
+        change = manager.get_loss_scale().assign(FLOOR)
+      with tf.control_dependencies([change]):
+        unscaled = opt.get_unscaled_gradients(grads)
+      train_op = opt.apply_gradients(zip(unscaled, [w]))
+      with v1.Session(graph=graph) as sess:
+        sess.run(v1.global_variables_initializer())
+        _, gradient, used = sess.run(
+            [train_op, unscaled[0], mp_optimizer.signals.loss_scale()])
+    self.assertEqual(used, SCALE)
+    np.testing.assert_array_equal(gradient, GRADIENT)  # Not twice as large.
+
 
 if __name__ == "__main__":
   tf.test.main()
