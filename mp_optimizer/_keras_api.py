@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 from mp_optimizer._internal import tensors
+from mp_optimizer._step import reads
 from mp_optimizer._step import scaling
 from mp_optimizer._step.scaling import read_loss_scale
 
@@ -98,7 +99,7 @@ class KerasStyleNames:
     """
     tensors.require_graph("LossScaleOptimizer.get_unscaled_gradients")
     grads = list(grads)
-    loss_scale = scaling.read_behind("scaled", grads)
+    loss_scale = reads.read_behind("scaled", grads)
     if loss_scale is None:
       loss_scale = read_loss_scale(self.loss_scale_manager)
     return scaling.unscale(grads, loss_scale,

@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 from mp_optimizer._internal import tensors
+from mp_optimizer._step import reads
 from mp_optimizer.managers import finite
 from mp_optimizer._internal.tensors import Gradient
 
@@ -43,10 +44,6 @@ from mp_optimizer._internal.tensors import Gradient
 SMALLEST_NORMAL_RECIPROCAL = 2.0**-126
 
 RECORDS = weakref.WeakKeyDictionary()  # graph -> {"scaled": set, "unscaled": set}
-# kind -> graph -> {ref of a tensor that saw S: the read of S it saw}, for
-# the unscaled gradients and the multipliers of the scaled losses.
-_READS = {"scaled": weakref.WeakKeyDictionary(),
-          "unscaled": weakref.WeakKeyDictionary()}
 # graph -> ids of the optimizers' scale tensors and scale variables' handles.
 SOURCES = weakref.WeakKeyDictionary()
 ALLOWED = weakref.WeakKeyDictionary()  # graph -> open allow_unscaled_gradients
@@ -122,49 +119,13 @@ def read_loss_scale(manager: managers.LossScaleManager) -> tf.Tensor:
   return tf.convert_to_tensor(manager.get_loss_scale(), name="loss_scale_read")
 
 
-def _remember_read(kind: str, made: Iterable[Optional[tf.Tensor]],
-                   loss_scale: tf.Tensor) -> None:
-  reads = _READS[kind].setdefault(loss_scale.graph, {})
-  for tensor in made:
-    if tensor is not None:
-      reads[tensor.ref()] = loss_scale
-
-
-def read_behind(kind: str, grads: Iterable[Optional[Gradient]]
-                ) -> Optional[tf.Tensor]:
-  """The read of S behind the first of `grads` that leads to one, or None.
-
-  Walks back over data edges from each gradient in turn (on the first
-  replica, in cross-replica context) to a tensor that saw S: an unscaled
-  gradient (`kind` "unscaled"), passing whatever came after the unscale (a
-  clip, a sum, an all-reduce); or the multiplier of a scaled loss ("scaled"),
-  which the gradients of `loss * S` read.
-  """
-  strategy = tf.distribute.get_strategy()
-  seen = set()
-  for grad in grads:
-    if grad is None:
-      continue
-    start = tensors.values(strategy.experimental_local_results(grad)[0])
-    reads = _READS[kind].get(start.graph, {})
-    pending = [start] if reads else []
-    while pending:  # Depth first; each tensor once (loops have cycles).
-      tensor = pending.pop()
-      if id(tensor) not in seen:
-        seen.add(id(tensor))
-        if tensor.ref() in reads:
-          return reads[tensor.ref()]
-        pending.extend(tensor.op.inputs)
-  return None
-
-
 def step_loss_scale(manager: managers.LossScaleManager,
                     grads: Iterable[Optional[Gradient]]) -> tf.Tensor:
   """Returns the S the step's gradients were unscaled with.
 
-  That is the read `unscale` was given (the one the loss was scaled with):
-  another read could see a scale that another train op of the manager
-  changed since (`read_behind`). Gradients that lead to none (scaled by
+  That is the read `unscale` was given (the one the loss was scaled with,
+  `reads.read_behind`): another read could see a scale that another train
+  op of the manager changed since. Gradients that lead to none (scaled by
   hand with `opt.get_loss_scale()`, or let through by
   `allow_unscaled_gradients()`) get a new read of the manager's scale.
 
@@ -173,7 +134,7 @@ def step_loss_scale(manager: managers.LossScaleManager,
     grads: The step's gradients (per-replica values in cross-replica
       context); None entries are passed over.
   """
-  found = read_behind("unscaled", grads)
+  found = reads.read_behind("unscaled", grads)
   return read_loss_scale(manager) if found is None else found
 
 
@@ -207,7 +168,7 @@ def scale_loss(loss: tf.Tensor, loss_scale: tf.Tensor) -> tf.Tensor:
   scaled = tf.multiply(loss, tf.cast(loss_scale, loss.dtype),
                        name="scaled_loss")
   _record("scaled", [scaled, scaled.op.inputs[1]])
-  _remember_read("scaled", [scaled.op.inputs[1]], loss_scale)
+  reads.remember("scaled", [scaled.op.inputs[1]], loss_scale)
   return scaled
 
 
@@ -286,5 +247,5 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor,
   result = [None if grad is None else tensors.with_values(grad, new)
             for grad, new in zip(grads, unscaled)]
   _record("unscaled", result)
-  _remember_read("unscaled", unscaled, loss_scale)
+  reads.remember("unscaled", unscaled, loss_scale)
   return result
