@@ -128,9 +128,10 @@ def record(step_applied: tf.Tensor, skipped: tf.Tensor, scale: tf.Tensor,
   """Publishes one train op's signals in the outermost graph's collections.
 
   Everything a reader returns is built here, with the train op, so that
-  reading needs no new op once the graph is finalized (`MonitoredTrainingSession`
-  finalizes it before any hook runs): with several optimizers in the graph,
-  the total of their skip counts is built here too. Outside control flow the step's own tensors are published. Inside it (see
+  reading needs no new op once the graph is finalized
+  (`MonitoredTrainingSession` finalizes it before any hook runs): with
+  several optimizers in the graph, the total of their skip counts too.
+  Outside control flow the step's own tensors are published. Inside it (see
   the module docstring) they cannot be fetched, so reads made in the
   outermost graph are published instead, and the step must also store its
   verdict. Each entry is published under the optimizer's name
