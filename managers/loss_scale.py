@@ -28,8 +28,22 @@ class LossScale(base.LossScaleManager):
   """
 
   def __call__(self) -> tf.Tensor:
-    """Returns the current loss scale as a float32 scalar tensor."""
-    return self.get_loss_scale()
+    """Returns the current loss scale as a float32 scalar tensor.
+
+    A `tf.Tensor`, as TF's: a read of the scale variable made here, so the
+    caller's control dependencies order it as they ordered TF's (a fixed
+    scale's per-graph constant for `FixedLossScale`). Once the graph is
+    finalized (in a hook), when no op can be added, the read the variable
+    was made with: it too gives the current scale when run.
+    `get_loss_scale()` still returns the variable itself, as contrib's did.
+    """
+    scale = self.get_loss_scale()
+    if isinstance(scale, tf.Tensor):
+      return scale
+    graph = tf.compat.v1.get_default_graph()
+    if graph.finalized:
+      return graph.as_graph_element(scale)
+    return tf.convert_to_tensor(scale)
 
   def update(self, grads) -> Tuple[Union[tf.Tensor, tf.Operation],
                                     Union[bool, tf.Tensor]]:

@@ -111,7 +111,8 @@ def check_optimizer(api: str, opt: Any, second: Any) -> None:
   """
   if isinstance(opt, _OPTIMIZER):
     if hasattr(opt, "loss_scale_manager") or isinstance(opt, _TF_WRAPPER):
-      raise ValueError(
+      raise ValueError(  # TF's words first: its tests match them.
+          f'"opt" must not already be an instance of a {type(opt).__name__}. '
           f"`opt` is already a {type(opt).__name__}; wrapping it again would "
           "scale the loss twice. Pass the optimizer it wraps instead "
           "(`opt.inner_optimizer` for ours), got "

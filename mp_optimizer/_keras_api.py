@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 from mp_optimizer._internal import tensors
+from mp_optimizer._step import reads
 from mp_optimizer._step import scaling
 from mp_optimizer._step.scaling import read_loss_scale
 
@@ -88,11 +89,20 @@ class KerasStyleNames:
       self, grads: Iterable[tensors.Gradient]) -> List[tensors.Gradient]:
     """Returns gradients of a scaled loss multiplied by 1/S (None kept).
 
+    S is the read `get_scaled_loss` multiplied their loss by (found by
+    walking back from the gradients), so both directions use one S even if
+    the scale changed in between; gradients of a loss scaled otherwise get
+    a new read.
+
     Raises:
       RuntimeError: Under eager execution.
     """
     tensors.require_graph("LossScaleOptimizer.get_unscaled_gradients")
-    return scaling.unscale(list(grads), read_loss_scale(self.loss_scale_manager),
+    grads = list(grads)
+    loss_scale = reads.read_behind("scaled", grads)
+    if loss_scale is None:
+      loss_scale = read_loss_scale(self.loss_scale_manager)
+    return scaling.unscale(grads, loss_scale,
                            stack=self.loss_scale_manager.skips_nonfinite_steps)
 
   def check_finite(self, grads: Iterable[tensors.Gradient]) -> tf.Tensor:

@@ -48,6 +48,7 @@ from typing import Any, Dict, List, Optional
 import tensorflow as tf
 
 from mp_optimizer._step import skips
+from mp_optimizer._step import summaries
 from mp_optimizer._step import telemetry
 from mp_optimizer._step.skips import LOSS_SCALE
 from mp_optimizer._step.skips import SKIPPED_STEPS
@@ -111,13 +112,9 @@ def skipped_steps(graph: Optional[tf.Graph] = None,
   """
   graph = skips.published_graph(graph, "mp_optimizer.skipped_steps")
   name = skips.name_of(optimizer, graph)
-  counts = skips.newest(graph, SKIPPED_STEPS)
-  if name is not None:
-    return counts[name]
-  if len(counts) == 1:
-    return next(iter(counts.values()))
-  with graph.as_default(), tf.init_scope():
-    return tf.add_n(list(counts.values()), name="skipped_steps_all")
+  if name is None:
+    return skips.total_skipped(graph)
+  return skips.newest(graph, SKIPPED_STEPS)[name]
 
 
 def loss_scale(graph: Optional[tf.Graph] = None,
@@ -139,15 +136,6 @@ def loss_scale(graph: Optional[tf.Graph] = None,
   if name is None:
     return graph.get_collection(LOSS_SCALE)[-1]
   return skips.newest(graph, LOSS_SCALE)[name]
-
-
-def _records(graph: tf.Graph) -> dict:
-  """{optimizer name: its newest telemetry record}."""
-  newest = {}
-  for record in telemetry.records(graph):
-    newest.pop(record.optimizer, None)  # The newest last, for `precision()`.
-    newest[record.optimizer] = record
-  return newest
 
 
 def precision(graph: Optional[tf.Graph] = None,
@@ -181,7 +169,7 @@ def precision(graph: Optional[tf.Graph] = None,
   """
   graph = skips.published_graph(graph, "mp_optimizer.signals.precision")
   name = skips.name_of(optimizer, graph)
-  records = _records(graph)
+  records = summaries.newest_records(graph)
   if name is None and records:
     name = list(records)[-1]
   if name not in records:
@@ -190,18 +178,6 @@ def precision(graph: Optional[tf.Graph] = None,
         f"{'this graph' if name is None else repr(name)}: build the "
         "optimizer with LossScaleOptimizer(..., precision_telemetry=True).")
   return dict(records[name].reads, groups=list(records[name].groups))
-
-
-def _precision_summaries(record) -> list:
-  """Summaries of one record: the step's tensors, or reads inside control flow."""
-  values = record.step if record.fetchable else record.reads
-  summary = tf.compat.v1.summary.scalar
-  made = [summary("headroom_bits", values["headroom_bits"]),
-          summary("global_norm", values["global_norm"])]
-  with tf.name_scope("zero_share"):
-    made += [summary(group.replace(":", "_"), values["zero_share"][index])
-             for index, group in enumerate(record.groups)]
-  return made
 
 
 def add_summaries(graph: Optional[tf.Graph] = None) -> tf.Tensor:
@@ -213,33 +189,30 @@ def add_summaries(graph: Optional[tf.Graph] = None) -> tf.Tensor:
   `mp_optimizer/<name>/skipped_steps`, and `mp_optimizer/skipped_steps` is
   their total. An optimizer built with `precision_telemetry=True` adds
   `headroom_bits`, `global_norm` and `zero_share/<group>` beside its
-  `loss_scale`, from the step's own tensors. They join the SUMMARIES collection, which Estimator,
-  `MonitoredTrainingSession(summary_dir=...)` and
+  `loss_scale`, from the step's own tensors. They join the SUMMARIES
+  collection (once, however often this is called), which
+  Estimator, `MonitoredTrainingSession(summary_dir=...)` and
   `tf.compat.v1.summary.merge_all()` write to TensorBoard.
 
+  Each train op builds these summaries for the graph's newest signals, so
+  this call adds no op and works after the graph is finalized (in a hook
+  under `MonitoredTrainingSession`). A finalized graph takes nothing into a
+  collection, though: there, fetch what it returns and write it yourself
+  (`tf.compat.v1.summary.FileWriter.add_summary`).
+
   Returns:
-    The merged summary of them all.
+    The merged summary of them all, the same tensor at every call until
+    another train op is built.
 
   Raises:
     RuntimeError: Under eager execution, when no `graph` is given.
     ValueError: If no loss-scaling train op was built in the graph.
   """
   graph = skips.published_graph(graph, "mp_optimizer.add_summaries")
-  names = optimizer_names(graph)
-  summary = tf.compat.v1.summary.scalar
-  records = _records(graph)
-  with graph.as_default(), tf.name_scope("mp_optimizer"):
-    if len(names) == 1:
-      made = [summary("loss_scale", loss_scale(graph)),
-              summary("skipped_steps", skipped_steps(graph))]
-      if names[0] in records:
-        made += _precision_summaries(records[names[0]])
-      return tf.compat.v1.summary.merge(made)
-    made = [summary("skipped_steps", skipped_steps(graph))]
-    for name in names:
-      with tf.name_scope(name):
-        made += [summary("loss_scale", loss_scale(graph, name)),
-                 summary("skipped_steps", skipped_steps(graph, name))]
-        if name in records:
-          made += _precision_summaries(records[name])
-    return tf.compat.v1.summary.merge(made)
+  made, merged = summaries.newest(graph)
+  key = tf.compat.v1.GraphKeys.SUMMARIES
+  if not graph.finalized and not any(entry is made[0]
+                                     for entry in graph.get_collection(key)):
+    for summary in made:
+      graph.add_to_collection(key, summary)
+  return merged

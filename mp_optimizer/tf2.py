@@ -155,18 +155,39 @@ def enable_mixed_precision_graph_rewrite(
   return wrapped
 
 
+def _tf_refusal(opt: Any) -> str:
+  """TensorFlow's own first sentence when its switch refuses `opt`.
+
+  TF's tests (and code written against TF) match these words, so every
+  refusal here starts with them and goes on in this library's words.
+  """
+  wrapped = [cls for cls in tf_private.wrapper_classes()
+             if isinstance(opt, cls)]
+  if wrapped:
+    return (f'"opt" must not already be an instance of a '
+            f"{wrapped[0].__name__}.")
+  if isinstance(opt, tf_private.keras_optimizer_classes()):
+    # TF hands it to Keras's wrapper, whose constructor refuses it.
+    return ("LossScaleOptimizer cannot wrap another LossScaleOptimizer, but "
+            f"got: {opt}.")
+  return ('"opt" must be an instance of a tf.train.Optimizer or a '
+          f"tf.keras.optimizers.Optimizer, but got: {opt}.")
+
+
 def _check_keras_arguments(opt: Any, loss_scale: Any) -> None:
   """Lets through what TF's built-in wraps for Keras, with clear errors else.
 
   TF's own registry of optimizer wrappers (`mp_optimizer._internal.tf_private`)
-  decides, as it does inside TF's switch.
+  decides, as it does inside TF's switch; each message starts with TF's own
+  words (`_tf_refusal`).
   """
   wrappers = tf_private.wrapper_classes()
   if hasattr(opt, "inner_optimizer") or isinstance(opt, wrappers):
-    raise ValueError(
-        f"`opt` is already a {type(opt).__name__} (Keras's loss-scale "
-        "optimizer); enable_mixed_precision_graph_rewrite wraps the optimizer "
-        f"itself. Pass `opt.inner_optimizer` instead, got {opt!r}.")
+    raise ArgumentTypeError(
+        f"{_tf_refusal(opt)} `opt` is already a {type(opt).__name__} "
+        "(Keras's loss-scale optimizer); enable_mixed_precision_graph_rewrite "
+        "wraps the optimizer itself. Pass `opt.inner_optimizer` instead, got "
+        f"{opt!r}.")
   if not isinstance(opt, tf_private.keras_optimizer_classes()):
     keras_hint = (
         " TensorFlow's own enable_mixed_precision_graph_rewrite refuses this "
@@ -176,13 +197,14 @@ def _check_keras_arguments(opt: Any, loss_scale: Any) -> None:
         "tf.keras.mixed_precision.LossScaleOptimizer."
         if hasattr(opt, "apply_gradients") else "")
     raise ArgumentTypeError(
-        "`opt` must be a tf.compat.v1.train.Optimizer or a Keras optimizer "
-        "that TensorFlow's graph rewrite wraps (an OptimizerV2: "
-        "tf.keras.optimizers.legacy, up to TensorFlow 2.15), got "
+        f"{_tf_refusal(opt)} Here that means a tf.compat.v1.train.Optimizer "
+        "or a Keras optimizer that TensorFlow's graph rewrite wraps (an "
+        "OptimizerV2: tf.keras.optimizers.legacy, up to TensorFlow 2.15), got "
         f"{validation.describe(opt)}." + keras_hint)
   if isinstance(loss_scale, managers.LossScaleManager):
-    raise ValueError(
-        "With a Keras optimizer, `loss_scale` goes to Keras's "
+    raise ValueError(  # Keras's first sentence, then ours.
+        "Invalid value passed to loss_scale. With a Keras optimizer, "
+        "`loss_scale` goes to Keras's "
         "LossScaleOptimizer, which takes 'dynamic', a number, or "
         "tf.compat.v1.mixed_precision.FixedLossScale/DynamicLossScale; got "
         f"{loss_scale!r}.")

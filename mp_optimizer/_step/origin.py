@@ -8,9 +8,9 @@ forward pass, then the backward pass), whose output held a NaN or an Inf:
 mp_optimizer: first non-finite op: layer_13/MatMul (MatMul, float16, shape (4, 64)) Inf; 51 of 262 ops in the step's forward and backward pass non-finite
 ```
 
-A NaN in the data names the input's first use; an overflowing layer names
-that layer's op; a too-large scale names the first backward op past
-65504.
+A NaN fed in the data names the placeholder it was fed to (the op that
+holds it); an overflowing layer names that layer's op; a too-large scale
+names the first backward op past 65504.
 
 ```
 candidates = float outputs of every op the gradients depend on, in build order

@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 from mp_optimizer._internal import tensors
+from mp_optimizer._step import reads
 from mp_optimizer.managers import finite
 from mp_optimizer._internal.tensors import Gradient
 
@@ -118,6 +119,25 @@ def read_loss_scale(manager: managers.LossScaleManager) -> tf.Tensor:
   return tf.convert_to_tensor(manager.get_loss_scale(), name="loss_scale_read")
 
 
+def step_loss_scale(manager: managers.LossScaleManager,
+                    grads: Iterable[Optional[Gradient]]) -> tf.Tensor:
+  """Returns the S the step's gradients were unscaled with.
+
+  That is the read `unscale` was given (the one the loss was scaled with,
+  `reads.read_behind`): another read could see a scale that another train
+  op of the manager changed since. Gradients that lead to none (scaled by
+  hand with `opt.get_loss_scale()`, or let through by
+  `allow_unscaled_gradients()`) get a new read of the manager's scale.
+
+  Args:
+    manager: The step's manager.
+    grads: The step's gradients (per-replica values in cross-replica
+      context); None entries are passed over.
+  """
+  found = reads.read_behind("unscaled", grads)
+  return read_loss_scale(manager) if found is None else found
+
+
 def check_loss(loss: Any) -> tf.Tensor:
   """Returns `loss` if it is a floating-point tensor; adds nothing to a graph.
 
@@ -148,6 +168,7 @@ def scale_loss(loss: tf.Tensor, loss_scale: tf.Tensor) -> tf.Tensor:
   scaled = tf.multiply(loss, tf.cast(loss_scale, loss.dtype),
                        name="scaled_loss")
   _record("scaled", [scaled, scaled.op.inputs[1]])
+  reads.remember("scaled", [scaled.op.inputs[1]], loss_scale)
   return scaled
 
 
@@ -226,4 +247,5 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor,
   result = [None if grad is None else tensors.with_values(grad, new)
             for grad, new in zip(grads, unscaled)]
   _record("unscaled", result)
+  reads.remember("unscaled", unscaled, loss_scale)
   return result

@@ -19,6 +19,9 @@ SKIPPED_STEPS = "mp_optimizer_skipped_steps"
 LOSS_SCALE = "mp_optimizer_loss_scale"
 # The name of the optimizer each entry of the three collections belongs to.
 OPTIMIZER_NAME = "mp_optimizer_optimizer_name"
+# With several optimizers, the sum of their newest skip counts, one entry per
+# train op built after the second optimizer's first.
+SKIPPED_STEPS_TOTAL = "mp_optimizer_skipped_steps_total"
 
 _COUNTERS = weakref.WeakKeyDictionary()  # optimizer -> its SkipCounter
 # How readers name an optimizer: the optimizer, its name, or None (all).
@@ -124,6 +127,10 @@ def record(step_applied: tf.Tensor, skipped: tf.Tensor, scale: tf.Tensor,
            read_scale: Callable[[], tf.Tensor]) -> List[tf.Operation]:
   """Publishes one train op's signals in the outermost graph's collections.
 
+  Everything a reader returns is built here, with the train op, so that
+  reading needs no new op once the graph is finalized
+  (`MonitoredTrainingSession` finalizes it before any hook runs): with
+  several optimizers in the graph, the total of their skip counts too.
   Outside control flow the step's own tensors are published. Inside it (see
   the module docstring) they cannot be fetched, so reads made in the
   outermost graph are published instead, and the step must also store its
@@ -156,6 +163,11 @@ def record(step_applied: tf.Tensor, skipped: tf.Tensor, scale: tf.Tensor,
     tf.compat.v1.add_to_collection(SKIPPED_STEPS, skipped)
     tf.compat.v1.add_to_collection(LOSS_SCALE, scale)
     tf.compat.v1.add_to_collection(OPTIMIZER_NAME, name)
+    graph = tf.compat.v1.get_default_graph()
+    counts = list(newest(graph, SKIPPED_STEPS).values())
+    if len(counts) > 1:
+      tf.compat.v1.add_to_collection(SKIPPED_STEPS_TOTAL, tf.add_n(
+          counts, name="skipped_steps_all"))
   return updates
 
 
@@ -188,6 +200,15 @@ def newest(graph: tf.Graph, key: str) -> Dict[str, object]:
                          graph.get_collection(key)):
     found[name] = entry
   return {name: found[name] for name in published_names(graph)}
+
+
+def total_skipped(graph: tf.Graph) -> tf.Tensor:
+  """The count of skipped steps over every optimizer of `graph` (built by
+  `record`)."""
+  counts = newest(graph, SKIPPED_STEPS)
+  if len(counts) == 1:
+    return next(iter(counts.values()))
+  return graph.get_collection(SKIPPED_STEPS_TOTAL)[-1]
 
 
 def name_of(optimizer: OptimizerRef, graph: tf.Graph) -> Optional[str]:

@@ -4,7 +4,7 @@
 runs once per step however many replicas there are:
 
 ```
-scale   = read of manager.get_loss_scale()  # the S this step used
+scale   = the read of S the gradients were unscaled with  # the S this step used
 checked = clip(grads) with a norm clip, else grads     # what the update uses
 finite  = all_finite_in_sync(checked)       # one verdict for every replica
 applied = gate(finite, use(checked), skipped_steps += 1)   # one Switch
@@ -49,8 +49,10 @@ from mp_optimizer._step import clipping
 from mp_optimizer._step import gate
 from mp_optimizer._step import report
 from mp_optimizer._step import skips
+from mp_optimizer._step import summaries
 from mp_optimizer._step import telemetry
 from mp_optimizer._step.scaling import read_loss_scale
+from mp_optimizer._step.scaling import step_loss_scale
 
 
 _GRADIENT_TYPES = (tf.Tensor, tf.IndexedSlices, tf.Variable, np.ndarray,
@@ -189,8 +191,8 @@ def _use(strategy: tf.distribute.Strategy, parts: Parts,
 
 def _telemetry(strategy: tf.distribute.Strategy, parts: Parts,
                grads_and_vars: GradsAndVars, scale: tf.Tensor,
-               finite: tf.Tensor, applied: tf.Operation) -> tf.Operation:
-  """Measures the step (see `telemetry`), publishes it; returns the write."""
+               finite: tf.Tensor, applied: tf.Operation) -> telemetry.Record:
+  """Measures the step (see `telemetry`); returns its record."""
   stats = telemetry.measure(strategy, grads_and_vars, scale)
   window = None
   if parts.accumulator is not None:  # 0 once the window was applied.
@@ -205,9 +207,7 @@ def _telemetry(strategy: tf.distribute.Strategy, parts: Parts,
   # Inside control flow the step's tensors cannot be fetched: readers then
   # use the stored values.
   record.fetchable = not skips.inside_control_flow(step["skip_reason"])
-  telemetry.remember(
-      tensors.require_graph("LossScaleOptimizer.apply_gradients"), record)
-  return record.write()
+  return record
 
 
 def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
@@ -217,7 +217,9 @@ def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
   train_ops = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.TRAIN_OP)
   train_ops_before = list(train_ops)
   checked, use = _use(strategy, parts, grads_and_vars, global_step, name)
-  scale = read_loss_scale(parts.manager)
+  # The S the gradients were unscaled with: a second read could see a scale
+  # another train op of the manager changed since.
+  scale = step_loss_scale(parts.manager, (g for g, _ in grads_and_vars))
   if parts.manager.skips_nonfinite_steps:
     finite = managers.all_finite_in_sync(g for g, _ in checked)
     when_skipped = parts.skip_counter.add_one
@@ -244,9 +246,12 @@ def gated_step(strategy: tf.distribute.Strategy, parts: Parts,
     update = parts.manager.update_loss_scale(finite, **extra)
   signal_updates = skips.record(finite, skipped, scale, parts.skip_counter,
                                 lambda: read_loss_scale(parts.manager))
+  record = None
   if parts.precision_telemetry:
-    signal_updates.append(_telemetry(strategy, parts, grads_and_vars, scale,
-                                     finite, applied))
+    record = _telemetry(strategy, parts, grads_and_vars, scale, finite,
+                        applied)
+    signal_updates.append(record.write())
+  summaries.build(record)  # What the readers return, ready when asked.
   train_op = tf.group(applied, update, *signal_updates, name=name)
   # The inner apply is gated; only the whole gated step is a train op.
   train_ops[:] = train_ops_before + [train_op]

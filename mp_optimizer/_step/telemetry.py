@@ -40,7 +40,6 @@ reset by an initializer), which `mp_optimizer.signals.precision()` and
 """
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
-import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -55,10 +54,6 @@ FLOAT16_ZERO_LIMIT = 2.0**-25
 REASONS = ("applied", "overflow", "overflow at the floor",
            "accumulation micro-step")
 APPLIED, OVERFLOW, AT_FLOOR, MICRO_STEP = range(len(REASONS))
-# graph -> its Records, oldest first. Not a graph collection: a collection
-# of Python objects makes every meta-graph export (a Saver, an Estimator, a
-# FileWriter given the graph) warn that it cannot serialize them.
-_RECORDS = weakref.WeakKeyDictionary()
 
 
 def group_of(variable: tf.Variable) -> str:
@@ -235,12 +230,3 @@ class Record:
                            for key in ("headroom_bits", "global_norm",
                                        "zero_share", "skip_reason")])
 
-
-def remember(graph: tf.Graph, record: Record) -> None:
-  """Keeps `record` as the newest of `graph`'s telemetry records."""
-  _RECORDS.setdefault(graph, []).append(record)
-
-
-def records(graph: tf.Graph) -> List[Record]:
-  """`graph`'s telemetry records, oldest first."""
-  return list(_RECORDS.get(graph, ()))

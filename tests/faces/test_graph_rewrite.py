@@ -20,6 +20,7 @@ The scale where that happens is computed here in float64 with numpy.
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -183,6 +184,18 @@ def _frozen_keras_sgd():
   return gradient_descent.SGD()
 
 
+def _frozen_keras_wrapped(version: str = ""):
+  """The frozen Keras copy's LossScaleOptimizer (or its V1) around its SGD."""
+  from tensorflow.python.keras.mixed_precision import loss_scale_optimizer  # pylint: disable=g-direct-tensorflow-import,import-outside-toplevel
+  wrapper = getattr(loss_scale_optimizer, "LossScaleOptimizer" + version)
+  return wrapper(_frozen_keras_sgd(), *(["dynamic"] if version else []))
+
+
+def _tfs_words(message: str) -> str:
+  """TF's first sentence, up to "but got": what TF's own tests match."""
+  return re.split(r"(?<=but got)|(?<=\.) ", message, maxsplit=1)[0]
+
+
 def _rewrite_enabled():
   return tf.config.optimizer.get_experimental_options().get(
       "auto_mixed_precision", False)
@@ -194,7 +207,8 @@ def _outcome(enable, make_opt, make_loss_scale):
   try:
     wrapped = enable(opt, make_loss_scale())
   except Exception as error:  # pylint: disable=broad-except
-    return {"raised": type(error), "rewrite": _rewrite_enabled()}
+    return {"raised": type(error), "rewrite": _rewrite_enabled(),
+            "message": str(error)}
   finally:
     rewrite = _rewrite_enabled()
     v1.mixed_precision.disable_mixed_precision_graph_rewrite()
@@ -234,9 +248,38 @@ REFUSED_ROWS = (
     ("tf_already_wrapped",
      lambda: v1.mixed_precision.MixedPrecisionLossScaleOptimizer(
          v1.train.GradientDescentOptimizer(1.0), 8), lambda: "dynamic"),
+    ("frozen_keras_already_wrapped", _frozen_keras_wrapped,
+     lambda: "dynamic"),
+    ("frozen_keras_v1_already_wrapped", lambda: _frozen_keras_wrapped("V1"),
+     lambda: "dynamic"),
     ("int", lambda: 1, lambda: "dynamic"),
     ("string", lambda: "sgd", lambda: "dynamic"),
     ("none", lambda: None, lambda: "dynamic"),
+)
+# TF's own `test_optimizer_errors` (mixed_precision_test.py, 2020 and
+# 2.15-era, and the frozen Keras copy's graph-rewrite test): what it passes,
+# and the pattern it expects a ValueError's message to match.
+TF_OPTIMIZER_ERRORS = (
+    ("not_an_optimizer", lambda: 1,
+     '"opt" must be an instance of a tf.train.Optimizer or '
+     "a tf.keras.optimizers.Optimizer, but got"),
+    ("tf_wrapper", lambda: v1.mixed_precision.MixedPrecisionLossScaleOptimizer(
+        v1.train.GradientDescentOptimizer(1.0), "dynamic"),
+     '"opt" must not already be an instance of a '
+     "MixedPrecisionLossScaleOptimizer."),
+    ("our_tf2_wrapper", lambda: mp_optimizer.MixedPrecisionLossScaleOptimizer(
+        v1.train.GradientDescentOptimizer(1.0), "dynamic"),
+     '"opt" must not already be an instance of a '
+     "MixedPrecisionLossScaleOptimizer."),
+    ("our_contrib_wrapper", lambda: mp_optimizer.LossScaleOptimizer(
+        v1.train.GradientDescentOptimizer(1.0),
+        mp_optimizer.managers.FixedLossScaleManager(8)),
+     '"opt" must not already be an instance of a LossScaleOptimizer.'),
+    ("frozen_keras_wrapper", lambda: _frozen_keras_wrapped("V1"),
+     '"opt" must not already be an instance of a LossScaleOptimizer.'),
+    ("keras2_wrapper",
+     lambda: tf.keras.mixed_precision.LossScaleOptimizer(_keras2_sgd()),
+     '"opt" must not already be an instance of a LossScaleOptimizer.'),
 )
 
 
@@ -255,13 +298,14 @@ class WhatTheSwitchAcceptsTest(parameterized.TestCase):
       self.assertIn("raised", ours, ours)
       self.assertTrue(issubclass(ours["raised"], theirs["raised"]),
                       (ours["raised"], theirs["raised"]))
+      self.assertIn(_tfs_words(theirs["message"]), ours["message"])
       self.assertFalse(ours["rewrite"])
     else:
       self.assertEqual(ours, theirs)
       self.assertTrue(ours["rewrite"] and ours["inner_is_opt"])
 
   @parameterized.named_parameters(
-      ("int", lambda: 1, ["`opt`", "got 1 (type int)"]),
+      ("int", lambda: 1, ['"opt" must be an instance', "got 1 (type int)"]),
       ("keras_optimizer", lambda: tf.keras.optimizers.SGD(),
        ["refuses this optimizer too", "registered", "set_global_policy"]),
       ("keras_already_wrapped",
@@ -277,6 +321,16 @@ class WhatTheSwitchAcceptsTest(parameterized.TestCase):
       mp_optimizer.enable_mixed_precision_graph_rewrite(make_opt())
     for word in words:
       self.assertIn(word, str(caught.exception))
+    self.assertFalse(_rewrite_enabled())
+
+  @parameterized.named_parameters(*TF_OPTIMIZER_ERRORS)
+  def test_tensorflows_own_optimizer_errors_pass(self, make_opt, pattern):
+    try:
+      opt = make_opt()
+    except ImportError as error:
+      self.skipTest(f"no Keras 2 optimizers with this TensorFlow: {error}")
+    with self.assertRaisesRegex(ValueError, pattern):
+      mp_optimizer.enable_mixed_precision_graph_rewrite(opt)
     self.assertFalse(_rewrite_enabled())
 
 

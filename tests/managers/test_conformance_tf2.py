@@ -271,3 +271,36 @@ class NoneLossScaleMessageTest(parameterized.TestCase):
       mp_optimizer.MixedPrecisionLossScaleOptimizer(sgd, None)
     self.assertStartsWith(str(ours.exception), str(theirs.exception))
     self.assertIn("Pass 'dynamic'", str(ours.exception))
+
+
+CALL_ROWS = (
+    ("dynamic", lambda m: m.DynamicLossScale()),
+    ("fixed", lambda m: m.FixedLossScale(123)),
+)
+
+
+class CallReturnsATensorTest(parameterized.TestCase):
+  """`loss_scale()` is a `tf.Tensor`, as TF's (its `test_call_type`)."""
+
+  @parameterized.named_parameters(*CALL_ROWS)
+  def test_call_type_as_tfs(self, make):
+    with tf.Graph().as_default():
+      self.assertIsInstance(_tf(lambda: make(tf_mp))(), tf.Tensor)
+      self.assertIsInstance(make(managers)(), tf.Tensor)
+
+  def test_get_loss_scale_stays_the_variable(self):
+    with tf.Graph().as_default():
+      self.assertIsInstance(managers.DynamicLossScale(64).get_loss_scale(),
+                            tf.Variable)
+
+  def test_call_after_the_graph_is_finalized_reads_the_current_scale(self):
+    with tf.Graph().as_default() as graph:
+      loss_scale = managers.DynamicLossScale()
+      update, _ = loss_scale.update([tf.constant(np.inf)])
+      with v1.Session() as sess:
+        sess.run(v1.global_variables_initializer())
+        graph.finalize()
+        before = sess.run(loss_scale())
+        sess.run(update)
+        # TF's default 2**15, halved by one overflow.
+        self.assertEqual((before, sess.run(loss_scale())), (2.0**15, 2.0**14))

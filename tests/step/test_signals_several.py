@@ -147,5 +147,90 @@ class LossScaleAfterFinalizeTest(parameterized.TestCase):
     self.assertEqual(hook.seen, [64.0, 64.0])
 
 
+def _telemetry_gan():
+  """`_gan`'s two optimizers, G also with precision telemetry."""
+  ops, opts = [], []
+  for name, poison, telemetry in (("G", 1.0, True), ("D", np.inf, False)):
+    opt = mp_optimizer.LossScaleOptimizer(
+        v1.train.GradientDescentOptimizer(0.1, name=name),
+        managers.ExponentialUpdateLossScaleManager(2**10, 1000),
+        precision_telemetry=telemetry)
+    ops.append(opt.minimize(models.dense_loss(tf.constant(poison),
+                                              scope=name)))
+    opts.append(opt)
+  return ops, opts
+
+
+class FirstUse(v1.train.SessionRunHook):
+  """Asks for a signal the first time in `before_run` (the graph is final);
+  after each step, reads it in a run of its own."""
+
+  def __init__(self, signal):
+    self.signal = signal
+    self.made, self.read = [], []
+
+  def before_run(self, run_context):
+    self.made.append(self.signal())
+    return None
+
+  def after_run(self, run_context, run_values):
+    made = self.made[-1]  # optimizer_names() gives strings, not a tensor.
+    self.read.append(made if isinstance(made, list) else
+                     run_context.session.run(made))
+
+
+def _summary_tags(serialized) -> dict:
+  return {value.tag: value.simple_value
+          for value in v1.Summary.FromString(serialized).value}
+
+
+class SignalsAfterFinalizeTest(parameterized.TestCase):
+  """Every signal, first asked for in a hook of MonitoredTrainingSession."""
+
+  @parameterized.named_parameters(
+      ("optimizer_names", mp_optimizer.signals.optimizer_names, ["G", "D"]),
+      ("step_applied_newest", mp_optimizer.step_applied, False),
+      ("step_applied_of_g",
+       lambda: mp_optimizer.step_applied(optimizer="G"), True),
+      ("skipped_steps_total", mp_optimizer.skipped_steps, STEPS),
+      ("skipped_steps_of_d",
+       lambda: mp_optimizer.skipped_steps(optimizer="D"), STEPS),
+      ("loss_scale_of_g",
+       lambda: mp_optimizer.signals.loss_scale(optimizer="G"), 1024.0),
+      ("precision_of_g",
+       lambda: mp_optimizer.signals.precision(optimizer="G")["skip_reason"],
+       0),
+      ("summaries", lambda: mp_optimizer.add_summaries(), {
+          "mp_optimizer/skipped_steps": STEPS,
+          "mp_optimizer/G/loss_scale": 1024.0,
+          "mp_optimizer/G/skipped_steps": 0,
+          "mp_optimizer/D/loss_scale": 1024 * np.float32(0.8)**(STEPS // 2),
+          "mp_optimizer/D/skipped_steps": STEPS}))
+  def test_signal_first_asked_for_after_the_graph_is_finalized(
+      self, signal, expected):
+    with tf.Graph().as_default() as graph:
+      train_ops, _ = _telemetry_gan()
+      hook = FirstUse(signal)
+      with v1.train.MonitoredTrainingSession(hooks=[hook]) as sess:
+        self.assertTrue(graph.finalized)
+        for _ in range(STEPS):
+          sess.run(train_ops)
+    self.assertLen(hook.read, STEPS)
+    # One tensor per graph: every call returned the same one.
+    self.assertTrue(all(made is hook.made[0] or isinstance(made, list) and
+                        made == hook.made[0] for made in hook.made))
+    last = hook.read[-1]
+    if isinstance(expected, dict):
+      last = _summary_tags(last)
+      for tag, value in expected.items():
+        self.assertAlmostEqual(last.pop(tag), value, places=3, msg=tag)
+      self.assertTrue(all(tag.startswith("mp_optimizer/G/")
+                          for tag in last), last)  # G's telemetry.
+    elif isinstance(expected, list):
+      self.assertEqual(list(last), expected)
+    else:
+      self.assertEqual(last, expected)
+
+
 if __name__ == "__main__":
   tf.test.main()
