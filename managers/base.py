@@ -1,7 +1,33 @@
-"""`LossScaleManager`: the interface every loss scale in this project implements."""
+"""`LossScaleManager`: the interface every loss scale in this project implements.
+
+How a manager states its configuration (follow it in a new manager):
+
+1. Its settings are one frozen dataclass in its module (`FixedSettings`,
+   `ExponentialSettings`, `DynamicLossScaleSettings`, `AmaxSettings`), one
+   field per constructor argument, under the argument's name and with its
+   default. That dataclass is the only place a default is written.
+2. The constructor's own defaults read the dataclass
+   (`incr_ratio: float = ExponentialSettings.incr_ratio`), so `help()` shows
+   the numbers; it validates the arguments (got-value messages, before any
+   graph state) and keeps the validated copy as `self._settings`.
+3. Read-only properties are `setting("name")`; `__repr__` and `get_config`
+   are `call_repr` over `self._settings`, showing a keyword argument only
+   when `non_default` says it differs from its field's default. Nothing reads
+   a signature (`inspect`) to find a default.
+4. An argument with an alias (`initial_scale` for `initial_loss_scale`)
+   defaults to a marker (`Unset`) in the signature, so that "not passed" is
+   told apart from "passed, equal to the default"; the dataclass default
+   fills it in.
+5. A TF2 face (`managers.loss_scale`) has one parent, `LossScale`, and holds
+   the policy it shares with a contrib manager as an object (the dynamic
+   scale's `exponential.StateMachine`), built from its settings translated
+   into the contrib manager's: one implementation of each policy, no second
+   base class.
+"""
 
 import abc
-from typing import List, Union
+import dataclasses
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 import tensorflow as tf
 
@@ -25,6 +51,56 @@ def check_finite_flag(finite_grads: tf.Tensor) -> tf.Tensor:
     raise ValueError(
         f"`finite_grads` must be a scalar, got shape {finite_grads.shape}.")
   return finite_grads
+
+
+class Unset:
+  """Default of an argument with an alias: "not passed", shown as its default.
+
+  Only this object means "not passed", so a canonical argument passed equal
+  to its default together with its alias is still refused. It is not a
+  number and never reaches the settings: `value_or_default` replaces it
+  with `default`, the settings dataclass's default it was made from.
+  """
+
+  def __init__(self, default: Any):
+    self.default = default
+
+  def __repr__(self) -> str:  # What help() shows as the default.
+    return repr(self.default)
+
+
+def value_or_default(value: Any) -> Any:
+  """`value`, or the default an `Unset` marker stands for."""
+  return value.default if isinstance(value, Unset) else value
+
+
+def setting(name: str, doc: Optional[str] = None) -> property:
+  """A read-only property: the manager's validated setting `name`."""
+  return property(lambda self: getattr(self._settings, name), doc=doc)
+
+
+def non_default(settings: Any, names: Iterable[str]) -> Dict[str, Any]:
+  """The settings among `names` that differ from their dataclass default.
+
+  Args:
+    settings: A settings dataclass instance.
+    names: Field names, in the order wanted.
+
+  Returns:
+    `{name: value}` for each named field whose value is not its default (a
+    field with no default always counts as not default).
+  """
+  fields = {field.name: field for field in dataclasses.fields(settings)}
+  return {name: getattr(settings, name) for name in names
+          if getattr(settings, name) != fields[name].default}
+
+
+def call_repr(name: str, positional: Sequence[Any] = (),
+              keywords: Optional[Dict[str, Any]] = None) -> str:
+  """The constructor call `name(p0, ..., k0=v0, ...)`, values as `repr`."""
+  parts = [repr(value) for value in positional]
+  parts += [f"{key}={value!r}" for key, value in (keywords or {}).items()]
+  return f"{name}({', '.join(parts)})"
 
 
 class LossScaleManager(tracking.GraphScopedTrackable, metaclass=abc.ABCMeta):

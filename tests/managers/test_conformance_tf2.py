@@ -6,6 +6,7 @@ or refused with which exception class, each compared with
 the same arguments, under TF's default and v1 control flow.
 """
 
+import inspect
 import warnings
 
 from absl.testing import parameterized
@@ -223,6 +224,15 @@ class ArgumentsLikeTfTest(parameterized.TestCase):
     self.assertEqual(_outcome(lambda: _tf(lambda: tf_mp.FixedLossScale(value))),
                      tf_outcome)
     self.assertEqual(_outcome(lambda: managers.FixedLossScale(value)), ours)
+
+  @parameterized.named_parameters(
+      ("fixed", managers.FixedLossScale, tf_mp.FixedLossScale),
+      ("dynamic", managers.DynamicLossScale, tf_mp.DynamicLossScale))
+  def test_help_shows_tfs_arguments_and_defaults(self, ours, theirs):
+    theirs = list(inspect.signature(theirs).parameters.values())
+    ours = list(inspect.signature(ours).parameters.values())[:len(theirs)]
+    self.assertEqual([(p.name, p.kind, repr(p.default)) for p in ours],
+                     [(p.name, p.kind, repr(p.default)) for p in theirs])
 
   @parameterized.named_parameters(("none", None), ("list", [8]),
                                   ("other_string", "static"))
