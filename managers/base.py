@@ -2,27 +2,31 @@
 
 How a manager states its configuration (follow it in a new manager):
 
-1. Its settings are one frozen dataclass in its module (`FixedSettings`,
-   `ExponentialSettings`, `DynamicLossScaleSettings`, `AmaxSettings`), one
-   field per constructor argument, under the argument's name and with its
-   default. That dataclass is the only place a default is written.
-2. The constructor's own defaults read the dataclass
-   (`incr_ratio: float = ExponentialSettings.incr_ratio`), so `help()` shows
-   the numbers; it validates the arguments (got-value messages, before any
-   graph state) and keeps the validated copy as `self._settings`.
-3. Read-only properties are `setting("name")`; `__repr__` and `get_config`
-   are `call_repr` over `self._settings`, showing a keyword argument only
-   when `non_default` says it differs from its field's default. Nothing reads
-   a signature (`inspect`) to find a default.
+1. Its settings are one frozen dataclass (`fixed.FixedSettings`,
+   `amax.AmaxSettings`; the dynamic scale's two faces have theirs beside
+   the object they share, `dynamic.ExponentialSettings` and
+   `dynamic.DynamicLossScaleSettings`): one field per constructor argument,
+   under the argument's name, with its default. That dataclass is the only
+   place a default is written.
+2. The constructor's defaults read the dataclass's class attributes
+   (`incr_ratio: float = _SETTINGS.incr_ratio`), so `help()` shows the
+   numbers. It validates every argument (messages with the value received)
+   before it makes any graph state, and keeps the validated copy as
+   `self._settings`.
+3. Read-only properties are `setting("name")`. `__repr__` and `get_config`
+   are built from `self._settings` with `call_repr` and `non_default` (an
+   optional argument is shown only when it differs from its field's
+   default). Nothing reads a signature (`inspect`) to find a default.
 4. An argument with an alias (`initial_scale` for `initial_loss_scale`)
-   defaults to a marker (`Unset`) in the signature, so that "not passed" is
-   told apart from "passed, equal to the default"; the dataclass default
-   fills it in.
-5. A TF2 face (`managers.loss_scale`) has one parent, `LossScale`, and holds
-   the policy it shares with a contrib manager as an object (the dynamic
-   scale's `exponential.StateMachine`), built from its settings translated
-   into the contrib manager's: one implementation of each policy, no second
-   base class.
+   defaults to an `Unset` marker in the signature, so "not passed" is told
+   apart from "passed, equal to the default": both names passed is an
+   error even then. `value_or_default` turns the marker into the
+   dataclass's default.
+5. A TF2 face (`managers.loss_scale`) has one base class, `LossScale`. It
+   holds the policy it shares with a contrib manager as an object
+   (`fixed.FixedScale`, `dynamic.StateMachine`) built from its settings,
+   never through a second base class, and is registered as a virtual
+   subclass of that contrib manager (`register`), whose attributes it has.
 """
 
 import abc

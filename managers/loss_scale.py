@@ -1,18 +1,20 @@
 """TF2's `LossScale` surface, as faces of this package's managers.
 
 `FixedLossScale` is `FixedLossScaleManager` and `DynamicLossScale` is
-`ExponentialUpdateLossScaleManager` with TF's names and settings: there is one
-implementation of each policy, reachable through either API.
+`ExponentialUpdateLossScaleManager` with TF's names and settings: each has
+one base class, `LossScale`, and holds the one implementation of its policy
+(`fixed.FixedScale`, `dynamic.StateMachine`) that the contrib manager holds
+too, so the policy is reachable through either API.
 """
 
 import abc
-import dataclasses
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 import tensorflow as tf
 
 from mp_optimizer._internal import validation
 from mp_optimizer.managers import base
+from mp_optimizer.managers import dynamic
 from mp_optimizer.managers import exponential
 from mp_optimizer.managers import finite
 from mp_optimizer.managers import fixed
@@ -140,51 +142,9 @@ class FixedLossScale(LossScale):
 fixed.FixedLossScaleManager.register(FixedLossScale)
 
 
-_EXPONENTIAL = exponential.ExponentialSettings  # Its attributes: defaults.
-
-
-@dataclasses.dataclass(frozen=True)
-class DynamicLossScaleSettings:
-  """`DynamicLossScale`'s settings and their defaults.
-
-  TF's three, then the keyword-only ones, whose defaults are those of
-  `ExponentialUpdateLossScaleManager`.
-  """
-  initial_loss_scale: float = 2**15
-  increment_period: int = 2000
-  multiplier: float = 2.0
-  min_loss_scale: float = _EXPONENTIAL.min_loss_scale
-  max_loss_scale: Optional[float] = _EXPONENTIAL.max_loss_scale
-  fail_at_floor_after: Optional[int] = _EXPONENTIAL.fail_at_floor_after
-
-  def as_exponential(self) -> exponential.ExponentialSettings:
-    """The same scale as the exponential manager's settings."""
-    return exponential.ExponentialSettings(
-        self.initial_loss_scale, self.increment_period,
-        decr_every_n_nan_or_inf=1, incr_ratio=self.multiplier,
-        decr_ratio=1.0 / self.multiplier, min_loss_scale=self.min_loss_scale,
-        max_loss_scale=self.max_loss_scale,
-        fail_at_floor_after=self.fail_at_floor_after)
-
-  @classmethod
-  def of(cls, settings: exponential.ExponentialSettings
-         ) -> "DynamicLossScaleSettings":
-    """The inverse of `as_exponential`."""
-    return cls(settings.init_loss_scale, settings.incr_every_n_steps,
-               settings.incr_ratio, min_loss_scale=settings.min_loss_scale,
-               max_loss_scale=settings.max_loss_scale,
-               fail_at_floor_after=settings.fail_at_floor_after)
-
-
-# How TF names and stores the state, and names the arguments in messages.
-TF_FACE = exponential.Face(scale_name="current_loss_scale",
-                           good_steps_name="good_steps", bad_steps_name=None,
-                           counter_dtype=tf.int64, shrink_by_dividing=True)
-_TF_NAMES = {"init_loss_scale": "initial_loss_scale",
-             "incr_every_n_steps": "increment_period",
-             "incr_ratio": "multiplier"}
+# The keyword-only settings: get_config shows each only when not its default.
 _TF_KEYWORD_ONLY = ("min_loss_scale", "max_loss_scale", "fail_at_floor_after")
-_DYNAMIC = DynamicLossScaleSettings  # Its class attributes are the defaults.
+_DYNAMIC = dynamic.DynamicLossScaleSettings  # Its attributes: the defaults.
 
 
 class DynamicLossScale(LossScale):
@@ -249,14 +209,15 @@ class DynamicLossScale(LossScale):
       if isinstance(value, str):  # TF's float()/int() raise ValueError.
         raise ValueError(f"`{name}` must be a number, not a string; got "
                          f"{value!r}.")
-    machine_settings = DynamicLossScaleSettings(
+    machine_settings = dynamic.DynamicLossScaleSettings(
         initial_loss_scale, increment_period,
         validation.check_greater("multiplier", multiplier, 1.0),
         min_loss_scale=min_loss_scale, max_loss_scale=max_loss_scale,
         fail_at_floor_after=fail_at_floor_after
-    ).as_exponential().checked(_TF_NAMES)
-    self._settings = DynamicLossScaleSettings.of(machine_settings)
-    self._machine = exponential.StateMachine(self, machine_settings, TF_FACE)
+    ).as_exponential().checked(dynamic.TF_NAMES)
+    self._settings = dynamic.DynamicLossScaleSettings.of(machine_settings)
+    self._machine = dynamic.StateMachine(self, machine_settings,
+                                         dynamic.TF_FACE)
 
   initial_loss_scale = base.setting("initial_loss_scale")
   increment_period = base.setting("increment_period")
@@ -265,13 +226,13 @@ class DynamicLossScale(LossScale):
   max_loss_scale = base.setting("max_loss_scale")
   fail_at_floor_after = base.setting("fail_at_floor_after")
   # The exponential manager's names for the same scale.
-  init_loss_scale = exponential.machine_setting("init_loss_scale")
-  incr_every_n_steps = exponential.machine_setting("incr_every_n_steps")
-  decr_every_n_nan_or_inf = exponential.machine_setting(
+  init_loss_scale = dynamic.machine_setting("init_loss_scale")
+  incr_every_n_steps = dynamic.machine_setting("incr_every_n_steps")
+  decr_every_n_nan_or_inf = dynamic.machine_setting(
       "decr_every_n_nan_or_inf")
-  incr_ratio = exponential.machine_setting("incr_ratio")
-  decr_ratio = exponential.machine_setting("decr_ratio")
-  hysteresis = exponential.machine_setting("hysteresis")
+  incr_ratio = dynamic.machine_setting("incr_ratio")
+  decr_ratio = dynamic.machine_setting("decr_ratio")
+  hysteresis = dynamic.machine_setting("hysteresis")
 
   @property
   def dynamic(self) -> bool:
