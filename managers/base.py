@@ -4,10 +4,10 @@ How a manager states its configuration (follow it in a new manager):
 
 1. Its settings are one frozen dataclass (`fixed.FixedSettings`,
    `amax.AmaxSettings`; the dynamic scale's two faces have theirs beside
-   the object they share, `dynamic.ExponentialSettings` and
-   `dynamic.DynamicLossScaleSettings`): one field per constructor argument,
-   under the argument's name, with its default. That dataclass is the only
-   place a default is written.
+   the object they share: `dynamic_scale.ExponentialSettings` and
+   `dynamic_scale.DynamicLossScaleSettings`), one field per constructor
+   argument, under the argument's name, with its default. That dataclass
+   is the only place a default is written.
 2. The constructor's defaults read the dataclass's class attributes
    (`incr_ratio: float = _SETTINGS.incr_ratio`), so `help()` shows the
    numbers. It validates every argument (messages with the value received)
@@ -24,7 +24,7 @@ How a manager states its configuration (follow it in a new manager):
    dataclass's default.
 5. A TF2 face (`managers.loss_scale`) has one base class, `LossScale`. It
    holds the policy it shares with a contrib manager as an object
-   (`fixed.FixedScale`, `dynamic.StateMachine`) built from its settings,
+   (`fixed.FixedScale`, `dynamic_scale.StateMachine`) built from its settings,
    never through a second base class, and is registered as a virtual
    subclass of that contrib manager (`register`), whose attributes it has.
 """

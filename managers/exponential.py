@@ -1,8 +1,9 @@
 """`ExponentialUpdateLossScaleManager`: contrib's dynamic loss scale.
 
-It validates its arguments into `dynamic.ExponentialSettings` and holds the
-one dynamic scale, a `dynamic.StateMachine` (TF2's `DynamicLossScale` in
-`managers.loss_scale` holds another, with TF's face and settings).
+It validates its arguments into `dynamic_scale.ExponentialSettings` and
+holds the one dynamic scale, a `dynamic_scale.StateMachine` (TF2's
+`DynamicLossScale` in `managers.loss_scale` holds another, with TF's face
+and settings).
 """
 
 from typing import List, Optional
@@ -10,7 +11,7 @@ from typing import List, Optional
 import tensorflow as tf
 
 from mp_optimizer.managers import base
-from mp_optimizer.managers import dynamic
+from mp_optimizer.managers import dynamic_scale
 from mp_optimizer.managers import transition
 
 HYSTERESIS_MODES = transition.HYSTERESIS_MODES
@@ -18,7 +19,7 @@ HYSTERESIS_MODES = transition.HYSTERESIS_MODES
 # The keyword-only settings: a repr shows each only when not its default.
 _KEYWORD_ONLY = ("min_loss_scale", "max_loss_scale", "hysteresis",
                  "fail_at_floor_after")
-_SETTINGS = dynamic.ExponentialSettings  # Its attributes: the defaults.
+_SETTINGS = dynamic_scale.ExponentialSettings  # Its attributes: the defaults.
 
 
 class ExponentialUpdateLossScaleManager(base.LossScaleManager):
@@ -93,13 +94,13 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
       max_loss_scale: Optional[float] = _SETTINGS.max_loss_scale,
       hysteresis: str = _SETTINGS.hysteresis,
       fail_at_floor_after: Optional[int] = _SETTINGS.fail_at_floor_after):
-    self._settings = dynamic.ExponentialSettings(
+    self._settings = dynamic_scale.ExponentialSettings(
         init_loss_scale, incr_every_n_steps, decr_every_n_nan_or_inf,
         incr_ratio, decr_ratio, min_loss_scale=min_loss_scale,
         max_loss_scale=max_loss_scale, hysteresis=hysteresis,
         fail_at_floor_after=fail_at_floor_after).checked()
-    self._machine = dynamic.StateMachine(self, self._settings,
-                                         dynamic.CONTRIB_FACE)
+    self._machine = dynamic_scale.StateMachine(self, self._settings,
+                                               dynamic_scale.CONTRIB_FACE)
 
   init_loss_scale = base.setting("init_loss_scale")
   incr_every_n_steps = base.setting("incr_every_n_steps")

@@ -2,9 +2,9 @@
 
 `FixedLossScale` is `FixedLossScaleManager` and `DynamicLossScale` is
 `ExponentialUpdateLossScaleManager` with TF's names and settings: each has
-one base class, `LossScale`, and holds the one implementation of its policy
-(`fixed.FixedScale`, `dynamic.StateMachine`) that the contrib manager holds
-too, so the policy is reachable through either API.
+one base class, `LossScale`, and holds the one implementation of its
+policy (`fixed.FixedScale`, `dynamic_scale.StateMachine`) that the contrib
+manager holds too, so the policy is reachable through either API.
 """
 
 import abc
@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from mp_optimizer._internal import validation
 from mp_optimizer.managers import base
-from mp_optimizer.managers import dynamic
+from mp_optimizer.managers import dynamic_scale
 from mp_optimizer.managers import exponential
 from mp_optimizer.managers import finite
 from mp_optimizer.managers import fixed
@@ -144,7 +144,8 @@ fixed.FixedLossScaleManager.register(FixedLossScale)
 
 # The keyword-only settings: get_config shows each only when not its default.
 _TF_KEYWORD_ONLY = ("min_loss_scale", "max_loss_scale", "fail_at_floor_after")
-_DYNAMIC = dynamic.DynamicLossScaleSettings  # Its attributes: the defaults.
+# Its class attributes are the defaults.
+_DYNAMIC = dynamic_scale.DynamicLossScaleSettings
 
 
 class DynamicLossScale(LossScale):
@@ -209,15 +210,15 @@ class DynamicLossScale(LossScale):
       if isinstance(value, str):  # TF's float()/int() raise ValueError.
         raise ValueError(f"`{name}` must be a number, not a string; got "
                          f"{value!r}.")
-    machine_settings = dynamic.DynamicLossScaleSettings(
+    machine_settings = dynamic_scale.DynamicLossScaleSettings(
         initial_loss_scale, increment_period,
         validation.check_greater("multiplier", multiplier, 1.0),
         min_loss_scale=min_loss_scale, max_loss_scale=max_loss_scale,
         fail_at_floor_after=fail_at_floor_after
-    ).as_exponential().checked(dynamic.TF_NAMES)
-    self._settings = dynamic.DynamicLossScaleSettings.of(machine_settings)
-    self._machine = dynamic.StateMachine(self, machine_settings,
-                                         dynamic.TF_FACE)
+    ).as_exponential().checked(dynamic_scale.TF_NAMES)
+    self._settings = dynamic_scale.DynamicLossScaleSettings.of(machine_settings)
+    self._machine = dynamic_scale.StateMachine(self, machine_settings,
+                                               dynamic_scale.TF_FACE)
 
   initial_loss_scale = base.setting("initial_loss_scale")
   increment_period = base.setting("increment_period")
@@ -226,13 +227,13 @@ class DynamicLossScale(LossScale):
   max_loss_scale = base.setting("max_loss_scale")
   fail_at_floor_after = base.setting("fail_at_floor_after")
   # The exponential manager's names for the same scale.
-  init_loss_scale = dynamic.machine_setting("init_loss_scale")
-  incr_every_n_steps = dynamic.machine_setting("incr_every_n_steps")
-  decr_every_n_nan_or_inf = dynamic.machine_setting(
+  init_loss_scale = dynamic_scale.machine_setting("init_loss_scale")
+  incr_every_n_steps = dynamic_scale.machine_setting("incr_every_n_steps")
+  decr_every_n_nan_or_inf = dynamic_scale.machine_setting(
       "decr_every_n_nan_or_inf")
-  incr_ratio = dynamic.machine_setting("incr_ratio")
-  decr_ratio = dynamic.machine_setting("decr_ratio")
-  hysteresis = dynamic.machine_setting("hysteresis")
+  incr_ratio = dynamic_scale.machine_setting("incr_ratio")
+  decr_ratio = dynamic_scale.machine_setting("decr_ratio")
+  hysteresis = dynamic_scale.machine_setting("hysteresis")
 
   @property
   def dynamic(self) -> bool:
