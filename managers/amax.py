@@ -43,6 +43,7 @@ gradients' magnitude, from running statistics of log2(amax) rather than
 their recent maximum.
 """
 
+import dataclasses
 from typing import List, Optional
 
 import tensorflow as tf
@@ -86,6 +87,24 @@ def gradient_amax(grads) -> tf.Tensor:
   return tf.reduce_max(tf.stack(maxima), name="gradient_amax")
 
 
+@dataclasses.dataclass(frozen=True)
+class AmaxSettings:
+  """`AmaxHistoryLossScaleManager`'s settings and their defaults.
+
+  One field per constructor argument, same name, same default (the
+  arguments are described in the class docstring).
+  """
+  init_loss_scale: float = 2.0**15
+  history_length: int = 16
+  margin: int = 1
+  relax_after: int = 1000
+  min_loss_scale: float = 1.0
+  max_loss_scale: float = 2.0**24
+
+
+_AMAX = AmaxSettings  # Its class attributes are the defaults.
+
+
 class AmaxHistoryLossScaleManager(base.LossScaleManager):
   """Sets the scale from a history of the gradients' largest magnitude.
 
@@ -123,42 +142,44 @@ class AmaxHistoryLossScaleManager(base.LossScaleManager):
   needs_gradient_amax = True
   MAX_HISTORY_LENGTH = 2**16
 
-  def __init__(self, init_loss_scale: float = 2.0**15,
-               history_length: int = 16, margin: int = 1,
-               relax_after: int = 1000, *, min_loss_scale: float = 1.0,
-               max_loss_scale: float = 2.0**24):
-    self._min = validation.check_scale_floor("min_loss_scale", min_loss_scale)
-    self._max = validation.check_at_least("max_loss_scale", max_loss_scale,
-                                          self._min)
-    self._init = validation.check_at_least("init_loss_scale", init_loss_scale,
-                                           self._min)
-    if self._init > self._max:
+  def __init__(self, init_loss_scale: float = _AMAX.init_loss_scale,
+               history_length: int = _AMAX.history_length,
+               margin: int = _AMAX.margin,
+               relax_after: int = _AMAX.relax_after, *,
+               min_loss_scale: float = _AMAX.min_loss_scale,
+               max_loss_scale: float = _AMAX.max_loss_scale):
+    low = validation.check_scale_floor("min_loss_scale", min_loss_scale)
+    high = validation.check_at_least("max_loss_scale", max_loss_scale, low)
+    init = validation.check_at_least("init_loss_scale", init_loss_scale, low)
+    if init > high:
       raise ValueError(f"`init_loss_scale` must be <= max_loss_scale "
-                       f"({self._max:g}), got {self._init:g}.")
-    self._length = validation.check_positive_int("history_length",
-                                                 history_length)
-    if self._length > self.MAX_HISTORY_LENGTH:
+                       f"({high:g}), got {init:g}.")
+    length = validation.check_positive_int("history_length", history_length)
+    if length > self.MAX_HISTORY_LENGTH:
       raise ValueError(
           f"`history_length` must be <= {self.MAX_HISTORY_LENGTH} (the "
           "history is a float32 vector read and written whole on every "
-          f"step), got {self._length}.")
-    self._margin = validation.check_positive_int("margin", margin, minimum=0)
-    self._relax_after = validation.check_step_count("relax_after", relax_after)
-    specs = [per_graph.VariableSpec("loss_scale", tf.float32, self._init),
+          f"step), got {length}.")
+    self._settings = AmaxSettings(
+        init, length,
+        validation.check_positive_int("margin", margin, minimum=0),
+        validation.check_step_count("relax_after", relax_after),
+        min_loss_scale=low, max_loss_scale=high)
+    specs = [per_graph.VariableSpec("loss_scale", tf.float32, init),
              per_graph.VariableSpec("amax_history", tf.float32,
-                                    [0.0] * self._length, any_length=True),
+                                    [0.0] * length, any_length=True),
              per_graph.VariableSpec("amax_steps", tf.int64, 0),
              per_graph.VariableSpec("extra_margin", tf.int64, 0),
              per_graph.VariableSpec("clean_steps", tf.int64, 0)]
     self._state = per_graph.PerGraphVariables(self, specs)
     self._state.create_if_graph()
 
-  init_loss_scale = property(lambda self: self._init)
-  history_length = property(lambda self: self._length)
-  margin = property(lambda self: self._margin)
-  relax_after = property(lambda self: self._relax_after)
-  min_loss_scale = property(lambda self: self._min)
-  max_loss_scale = property(lambda self: self._max)
+  init_loss_scale = base.setting("init_loss_scale")
+  history_length = base.setting("history_length")
+  margin = base.setting("margin")
+  relax_after = base.setting("relax_after")
+  min_loss_scale = base.setting("min_loss_scale")
+  max_loss_scale = base.setting("max_loss_scale")
 
   @property
   def dynamic(self) -> bool:
@@ -209,18 +230,20 @@ class AmaxHistoryLossScaleManager(base.LossScaleManager):
 
   def _next(self, finite: tf.Tensor, amax: tf.Tensor, old: dict) -> dict:
     """The transition of the module docstring, on the values read in `old`."""
+    settings = self._settings
+    length = settings.history_length
+    low, high = settings.min_loss_scale, settings.max_loss_scale
     measured = tf.logical_and(finite, amax > 0)
     # [a, history..., zeros]: its first `length` entries are the history with
     # a recorded, the next `length` the history kept. A restored history of
     # another length (see the module docstring) comes out `length` long too.
     padded = tf.concat([tf.reshape(amax, [1]), old["amax_history"],
-                        tf.zeros([self._length])], axis=0)
-    history = tf.where(measured, padded[:self._length],
-                       padded[1:self._length + 1])
+                        tf.zeros([length])], axis=0)
+    history = tf.where(measured, padded[:length], padded[1:length + 1])
     # `clean >= relax_after - 1`, and counters that stop at their largest
     # value: a restored counter at int64's largest value must not wrap.
     relax = tf.logical_and(old["extra_margin"] > 0,
-                           old["clean_steps"] >= self._relax_after - 1)
+                           old["clean_steps"] >= settings.relax_after - 1)
     extra = tf.where(finite, old["extra_margin"] - tf.cast(relax, tf.int64),
                      tensors.saturating_increment(old["extra_margin"]))
     clean = tf.where(tf.logical_and(finite, tf.logical_not(relax)),
@@ -231,19 +254,17 @@ class AmaxHistoryLossScaleManager(base.LossScaleManager):
                           tf.float32.max)
     # exponent(q) is at most 127, so a margin of 512 already gives the
     # smallest power; capping both terms keeps the int64 sum from wrapping.
-    power = (_exponent(quotient) - min(self._margin, 512) -
+    power = (_exponent(quotient) - min(settings.margin, 512) -
              tf.minimum(extra, 512))
     target = tf.pow(2.0, tf.cast(tf.clip_by_value(
         power, SMALLEST_POWER, LARGEST_POWER), tf.float32))
-    target = tf.clip_by_value(target, self._min, self._max)
+    target = tf.clip_by_value(target, low, high)
     scale = tf.where(finite, tf.where(peak > 0, target, old["loss_scale"]),
-                     tf.maximum(old["loss_scale"] * 0.5, self._min))
+                     tf.maximum(old["loss_scale"] * 0.5, low))
     return {"loss_scale": scale, "amax_history": history,
             "amax_steps": old["amax_steps"] + tf.cast(measured, tf.int64),
             "extra_margin": extra, "clean_steps": clean}
 
   def __repr__(self) -> str:
-    return (f"AmaxHistoryLossScaleManager(init_loss_scale={self._init!r}, "
-            f"history_length={self._length!r}, margin={self._margin!r}, "
-            f"relax_after={self._relax_after!r}, "
-            f"min_loss_scale={self._min!r}, max_loss_scale={self._max!r})")
+    return base.call_repr("AmaxHistoryLossScaleManager",
+                          keywords=dataclasses.asdict(self._settings))

@@ -1,7 +1,37 @@
-"""`LossScaleManager`: the interface every loss scale in this project implements."""
+"""`LossScaleManager`: the interface every loss scale in this project implements.
+
+How a manager states its configuration (follow it in a new manager):
+
+1. Its settings are one frozen dataclass (`fixed.FixedSettings`,
+   `amax.AmaxSettings`; the dynamic scale's two faces have theirs beside
+   the object they share: `dynamic_scale.ExponentialSettings` and
+   `dynamic_scale.DynamicLossScaleSettings`), one field per constructor
+   argument, under the argument's name, with its default. That dataclass
+   is the only place a default is written.
+2. The constructor's defaults read the dataclass's class attributes
+   (`incr_ratio: float = _SETTINGS.incr_ratio`), so `help()` shows the
+   numbers. It validates every argument (messages with the value received)
+   before it makes any graph state, and keeps the validated copy as
+   `self._settings`.
+3. Read-only properties are `setting("name")`. `__repr__` and `get_config`
+   are built from `self._settings` with `call_repr` and `non_default` (an
+   optional argument is shown only when it differs from its field's
+   default). Nothing reads a signature (`inspect`) to find a default.
+4. An argument with an alias (`initial_scale` for `initial_loss_scale`)
+   defaults to an `Unset` marker in the signature, so "not passed" is told
+   apart from "passed, equal to the default": both names passed is an
+   error even then. `value_or_default` turns the marker into the
+   dataclass's default.
+5. A TF2 face (`managers.loss_scale`) has one base class, `LossScale`. It
+   holds the policy it shares with a contrib manager as an object
+   (`fixed.FixedScale`, `dynamic_scale.StateMachine`) built from its settings,
+   never through a second base class, and is registered as a virtual
+   subclass of that contrib manager (`register`), whose attributes it has.
+"""
 
 import abc
-from typing import List, Union
+import dataclasses
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 import tensorflow as tf
 
@@ -25,6 +55,56 @@ def check_finite_flag(finite_grads: tf.Tensor) -> tf.Tensor:
     raise ValueError(
         f"`finite_grads` must be a scalar, got shape {finite_grads.shape}.")
   return finite_grads
+
+
+class Unset:
+  """Default of an argument with an alias: "not passed", shown as its default.
+
+  Only this object means "not passed", so a canonical argument passed equal
+  to its default together with its alias is still refused. It is not a
+  number and never reaches the settings: `value_or_default` replaces it
+  with `default`, the settings dataclass's default it was made from.
+  """
+
+  def __init__(self, default: Any):
+    self.default = default
+
+  def __repr__(self) -> str:  # What help() shows as the default.
+    return repr(self.default)
+
+
+def value_or_default(value: Any) -> Any:
+  """`value`, or the default an `Unset` marker stands for."""
+  return value.default if isinstance(value, Unset) else value
+
+
+def setting(name: str, doc: Optional[str] = None) -> property:
+  """A read-only property: the manager's validated setting `name`."""
+  return property(lambda self: getattr(self._settings, name), doc=doc)
+
+
+def non_default(settings: Any, names: Iterable[str]) -> Dict[str, Any]:
+  """The settings among `names` that differ from their dataclass default.
+
+  Args:
+    settings: A settings dataclass instance.
+    names: Field names, in the order wanted.
+
+  Returns:
+    `{name: value}` for each named field whose value is not its default (a
+    field with no default always counts as not default).
+  """
+  fields = {field.name: field for field in dataclasses.fields(settings)}
+  return {name: getattr(settings, name) for name in names
+          if getattr(settings, name) != fields[name].default}
+
+
+def call_repr(name: str, positional: Sequence[Any] = (),
+              keywords: Optional[Dict[str, Any]] = None) -> str:
+  """The constructor call `name(p0, ..., k0=v0, ...)`, values as `repr`."""
+  parts = [repr(value) for value in positional]
+  parts += [f"{key}={value!r}" for key, value in (keywords or {}).items()]
+  return f"{name}({', '.join(parts)})"
 
 
 class LossScaleManager(tracking.GraphScopedTrackable, metaclass=abc.ABCMeta):

@@ -1,52 +1,25 @@
-"""`ExponentialUpdateLossScaleManager`: the one dynamic loss-scale state machine.
+"""`ExponentialUpdateLossScaleManager`: contrib's dynamic loss scale.
 
-Every dynamic scale in this project (contrib's, and TF2's `DynamicLossScale`
-in `managers.loss_scale`) is this class with a different `Face` (names,
-counter dtype, how it shrinks) and different settings.
+It validates its arguments into `dynamic_scale.ExponentialSettings` and
+holds the one dynamic scale, a `dynamic_scale.StateMachine` (TF2's
+`DynamicLossScale` in `managers.loss_scale` holds another, with TF's face
+and settings).
 """
 
-import dataclasses
-import inspect
-from typing import Any, Dict, List, Optional
+from typing import List, Optional
 
 import tensorflow as tf
 
-from mp_optimizer._internal import per_graph
-from mp_optimizer._internal import validation
 from mp_optimizer.managers import base
-from mp_optimizer.managers import floor
+from mp_optimizer.managers import dynamic_scale
 from mp_optimizer.managers import transition
 
 HYSTERESIS_MODES = transition.HYSTERESIS_MODES
 
-
-@dataclasses.dataclass(frozen=True)
-class Face:
-  """How one public face names and stores the one state machine.
-
-  Attributes:
-    scale_name: Name (and checkpoint key) of the float32 scale variable.
-    good_steps_name: Name of the good-step counter.
-    bad_steps_name: Name of the overflow counter; None when it is always 0
-      (one overflow per shrink) and not stored.
-    counter_dtype: The counters' dtype as that face's checkpoints hold it.
-    shrink_by_dividing: Shrink as `scale / incr_ratio` (TF) instead of
-      `scale * decr_ratio` (contrib).
-    arg_names: Constructor argument names as the face calls them, for
-      messages.
-  """
-  scale_name: str
-  good_steps_name: str
-  bad_steps_name: Optional[str]
-  counter_dtype: tf.DType
-  shrink_by_dividing: bool
-  arg_names: Dict[str, str]
-
-
-CONTRIB_FACE = Face("loss_scale", "good_steps", "bad_steps", tf.int32, False,
-                    {"init_loss_scale": "init_loss_scale",
-                     "incr_every_n_steps": "incr_every_n_steps",
-                     "incr_ratio": "incr_ratio"})
+# The keyword-only settings: a repr shows each only when not its default.
+_KEYWORD_ONLY = ("min_loss_scale", "max_loss_scale", "hysteresis",
+                 "fail_at_floor_after")
+_SETTINGS = dynamic_scale.ExponentialSettings  # Its attributes: the defaults.
 
 
 class ExponentialUpdateLossScaleManager(base.LossScaleManager):
@@ -112,61 +85,32 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
       has a fractional part.
   """
 
-  _FACE = CONTRIB_FACE
+  def __init__(
+      self, init_loss_scale: float, incr_every_n_steps: int,
+      decr_every_n_nan_or_inf: int = _SETTINGS.decr_every_n_nan_or_inf,
+      incr_ratio: float = _SETTINGS.incr_ratio,
+      decr_ratio: float = _SETTINGS.decr_ratio, *,
+      min_loss_scale: float = _SETTINGS.min_loss_scale,
+      max_loss_scale: Optional[float] = _SETTINGS.max_loss_scale,
+      hysteresis: str = _SETTINGS.hysteresis,
+      fail_at_floor_after: Optional[int] = _SETTINGS.fail_at_floor_after):
+    self._settings = dynamic_scale.ExponentialSettings(
+        init_loss_scale, incr_every_n_steps, decr_every_n_nan_or_inf,
+        incr_ratio, decr_ratio, min_loss_scale=min_loss_scale,
+        max_loss_scale=max_loss_scale, hysteresis=hysteresis,
+        fail_at_floor_after=fail_at_floor_after).checked()
+    self._machine = dynamic_scale.StateMachine(self, self._settings,
+                                               dynamic_scale.CONTRIB_FACE)
 
-  def __init__(self,
-               init_loss_scale: float,
-               incr_every_n_steps: int,
-               decr_every_n_nan_or_inf: int = 2,
-               incr_ratio: float = 2,
-               decr_ratio: float = 0.8,
-               *,
-               min_loss_scale: float = 1,
-               max_loss_scale: Optional[float] = None,
-               hysteresis: str = "contrib",
-               fail_at_floor_after: Optional[int] = None):
-    check, arg, face = validation, self._FACE.arg_names, self._FACE
-    low = check.check_scale_floor("min_loss_scale", min_loss_scale)
-    high = (None if max_loss_scale is None else
-            check.check_at_least("max_loss_scale", max_loss_scale, low))
-    self._init = check.check_at_least(arg["init_loss_scale"], init_loss_scale,
-                                      low)
-    if high is not None and self._init > high:
-      raise ValueError(f"`{arg['init_loss_scale']}` must be <= max_loss_scale "
-                       f"({high:g}), got {self._init:g}.")
-    self._policy = transition.Policy(
-        incr_every=check.check_step_count(arg["incr_every_n_steps"],
-                                          incr_every_n_steps),
-        decr_every=check.check_step_count("decr_every_n_nan_or_inf",
-                                          decr_every_n_nan_or_inf),
-        incr_ratio=check.check_greater(arg["incr_ratio"], incr_ratio, 1.0),
-        decr_ratio=check.check_open_unit("decr_ratio", decr_ratio),
-        shrink_by_dividing=face.shrink_by_dividing,
-        min_scale=low, max_scale=high,
-        hysteresis=check.check_choice("hysteresis", hysteresis,
-                                      HYSTERESIS_MODES))
-    self._fail_after = check.check_optional_step_count(
-        "fail_at_floor_after", fail_at_floor_after)
-    specs = [per_graph.VariableSpec(face.scale_name, tf.float32, self._init),
-             per_graph.VariableSpec(face.good_steps_name, face.counter_dtype, 0)]
-    if face.bad_steps_name is not None:
-      specs.append(per_graph.VariableSpec(face.bad_steps_name,
-                                       face.counter_dtype, 0))
-    if self._fail_after is not None:  # Not checkpointed: old files restore.
-      specs.append(per_graph.VariableSpec(floor.STREAK, tf.int64, 0,
-                                       checkpointed=False))
-    self._state = per_graph.PerGraphVariables(self, specs)
-    self._state.create_if_graph()
-
-  init_loss_scale = property(lambda self: self._init)
-  incr_every_n_steps = property(lambda self: self._policy.incr_every)
-  decr_every_n_nan_or_inf = property(lambda self: self._policy.decr_every)
-  incr_ratio = property(lambda self: self._policy.incr_ratio)
-  decr_ratio = property(lambda self: self._policy.decr_ratio)
-  min_loss_scale = property(lambda self: self._policy.min_scale)
-  max_loss_scale = property(lambda self: self._policy.max_scale)
-  hysteresis = property(lambda self: self._policy.hysteresis)
-  fail_at_floor_after = property(lambda self: self._fail_after)
+  init_loss_scale = base.setting("init_loss_scale")
+  incr_every_n_steps = base.setting("incr_every_n_steps")
+  decr_every_n_nan_or_inf = base.setting("decr_every_n_nan_or_inf")
+  incr_ratio = base.setting("incr_ratio")
+  decr_ratio = base.setting("decr_ratio")
+  min_loss_scale = base.setting("min_loss_scale")
+  max_loss_scale = base.setting("max_loss_scale")
+  hysteresis = base.setting("hysteresis")
+  fail_at_floor_after = base.setting("fail_at_floor_after")
 
   @property
   def dynamic(self) -> bool:
@@ -179,15 +123,10 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
     the current scale wherever it is used as a tensor and can be fetched
     after the graph is finalized (in a hook).
     """
-    state = self._state.get(f"{type(self).__name__}.get_loss_scale")
-    return state[self._FACE.scale_name]
+    return self._machine.scale()
 
   def variables(self) -> List[tf.Variable]:
-    return list(self._state.existing().values())
-
-  def _adopt_state(self, variables: Dict[str, tf.Variable]) -> None:
-    """Takes over existing state variables by name (see `managers.get`)."""
-    self._state.adopt(variables)
+    return self._machine.variables()
 
   def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:
     """Returns the op that moves the state machine one step.
@@ -208,45 +147,13 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
     Returns:
       One op that updates the scale and counters.
     """
-    base.check_finite_flag(finite_grads)
-    api = f"{type(self).__name__}.update_loss_scale"
-    state = self._state.get(api)
-    face = self._FACE
-    variables = transition.Variables(state[face.scale_name],
-                                     state[face.good_steps_name],
-                                     state.get(face.bad_steps_name))
-
-    def locked() -> List[tf.Operation]:
-      if self._fail_after is None:
-        return [transition.write_next_state(self._policy, variables,
-                                            finite_grads)]
-      scale = variables.scale.read_value()  # The floor guard reads it.
-      return [floor.guard(state[floor.STREAK], scale, finite_grads,
-                          self._policy.min_scale, self._fail_after),
-              transition.write_next_state(self._policy, variables,
-                                          finite_grads, scale)]
-
-    with tf.name_scope("loss_scale_update"):
-      return self._state.mutex(api).run(locked, after=[finite_grads])
+    return self._machine.update(finite_grads)
 
   def __repr__(self) -> str:
-    policy = self._policy
-    return (f"{type(self).__name__}(init_loss_scale={self._init!r}, "
-            f"incr_every_n_steps={policy.incr_every!r}, "
-            f"decr_every_n_nan_or_inf={policy.decr_every!r}, "
-            f"incr_ratio={policy.incr_ratio!r}, "
-            f"decr_ratio={policy.decr_ratio!r}{self._extras_repr()})")
-
-  def _extras(self) -> Dict[str, Any]:
-    """The keyword-only settings that differ from the defaults in the
-    signature of the class's own `__init__` (stated only there)."""
-    given = {"min_loss_scale": self._policy.min_scale,
-             "max_loss_scale": self._policy.max_scale,
-             "hysteresis": self._policy.hysteresis,
-             "fail_at_floor_after": self._fail_after}
-    params = inspect.signature(type(self).__init__).parameters
-    return {name: value for name, value in given.items()
-            if name in params and value != params[name].default}
-
-  def _extras_repr(self) -> str:
-    return "".join(f", {k}={v!r}" for k, v in self._extras().items())
+    settings = self._settings
+    return base.call_repr(type(self).__name__, keywords={
+        "init_loss_scale": settings.init_loss_scale,
+        "incr_every_n_steps": settings.incr_every_n_steps,
+        "decr_every_n_nan_or_inf": settings.decr_every_n_nan_or_inf,
+        "incr_ratio": settings.incr_ratio, "decr_ratio": settings.decr_ratio,
+        **base.non_default(settings, _KEYWORD_ONLY)})

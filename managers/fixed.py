@@ -1,5 +1,6 @@
 """`FixedLossScaleManager`: one scale for the whole run."""
 
+import dataclasses
 import weakref
 
 import tensorflow as tf
@@ -7,6 +8,54 @@ import tensorflow as tf
 from mp_optimizer._internal import tensors
 from mp_optimizer._internal import validation
 from mp_optimizer.managers import base
+
+
+@dataclasses.dataclass(frozen=True)
+class FixedSettings:
+  """`FixedLossScaleManager`'s settings and their defaults.
+
+  Attributes:
+    loss_scale: The scale, a finite float >= 1 (required).
+    skip_nonfinite_steps: Skip a step with a NaN/Inf gradient.
+  """
+  loss_scale: float
+  skip_nonfinite_steps: bool = True
+
+
+class FixedScale:
+  """One fixed scale: a float32 constant in each graph that asks, made once.
+
+  Both fixed faces (`FixedLossScaleManager`, TF2's `FixedLossScale`) hold
+  one, made from their validated settings.
+  """
+
+  def __init__(self, settings: FixedSettings):
+    self.settings = settings
+    self._constants = weakref.WeakKeyDictionary()
+
+  def constant(self) -> tf.Tensor:
+    """The current graph's constant (see `FixedLossScaleManager`)."""
+    graph = tensors.require_graph("FixedLossScaleManager.get_loss_scale")
+    found = self._constants.get(graph)
+    if found is None:
+      with tf.init_scope(), graph.name_scope(None):
+        found = tf.constant(self.settings.loss_scale, dtype=tf.float32,
+                            name="loss_scale")
+      self._constants[graph] = found
+    return found
+
+  def repr_as(self, name: str) -> str:
+    """The constructor call `name(scale)`, with `skip_nonfinite_steps` only
+    when it is not the default."""
+    return base.call_repr(
+        name, [self.settings.loss_scale],
+        base.non_default(self.settings, ["skip_nonfinite_steps"]))
+
+  @staticmethod
+  def update(finite_grads: tf.Tensor) -> tf.Operation:
+    """A no-op, once `finite_grads` is checked: the scale is fixed."""
+    base.check_finite_flag(finite_grads)
+    return tf.no_op(name="fixed_loss_scale_update")
 
 
 class FixedLossScaleManager(base.LossScaleManager):
@@ -39,20 +88,17 @@ class FixedLossScaleManager(base.LossScaleManager):
     ValueError: If `loss_scale` is not finite or is below 1.
   """
 
-  def __init__(self, loss_scale: float, *, skip_nonfinite_steps: bool = True):
-    self._loss_scale = validation.check_at_least("loss_scale", loss_scale, 1.0)
-    self._skip = validation.check_bool("skip_nonfinite_steps",
-                                        skip_nonfinite_steps)
-    self._constants = weakref.WeakKeyDictionary()
+  def __init__(self, loss_scale: float, *,
+               skip_nonfinite_steps: bool = FixedSettings.skip_nonfinite_steps):
+    self._settings = FixedSettings(
+        validation.check_at_least("loss_scale", loss_scale, 1.0),
+        skip_nonfinite_steps=validation.check_bool("skip_nonfinite_steps",
+                                                   skip_nonfinite_steps))
+    self._scale = FixedScale(self._settings)
 
-  @property
-  def loss_scale_value(self) -> float:
-    """The scale, as the Python float given to the constructor."""
-    return self._loss_scale
-
-  @property
-  def skips_nonfinite_steps(self) -> bool:
-    return self._skip
+  loss_scale_value = base.setting("loss_scale",
+                                  "The scale, as the Python float given.")
+  skips_nonfinite_steps = base.setting("skip_nonfinite_steps")
 
   def get_loss_scale(self) -> tf.Tensor:
     """Returns the scale: one float32 constant per graph, made on first use.
@@ -60,20 +106,11 @@ class FixedLossScaleManager(base.LossScaleManager):
     The same tensor every time, in the outermost graph, so it can be fetched
     after the graph is finalized (in a hook) and used inside control flow.
     """
-    graph = tensors.require_graph("FixedLossScaleManager.get_loss_scale")
-    found = self._constants.get(graph)
-    if found is None:
-      with tf.init_scope(), graph.name_scope(None):
-        found = tf.constant(self._loss_scale, dtype=tf.float32,
-                            name="loss_scale")
-      self._constants[graph] = found
-    return found
+    return self._scale.constant()
 
   def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:
     """Returns a no-op: the scale is fixed."""
-    base.check_finite_flag(finite_grads)
-    return tf.no_op(name="fixed_loss_scale_update")
+    return self._scale.update(finite_grads)
 
   def __repr__(self) -> str:
-    skip = "" if self._skip else ", skip_nonfinite_steps=False"
-    return f"{type(self).__name__}({self._loss_scale!r}{skip})"
+    return self._scale.repr_as(type(self).__name__)

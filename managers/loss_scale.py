@@ -1,18 +1,20 @@
 """TF2's `LossScale` surface, as faces of this package's managers.
 
 `FixedLossScale` is `FixedLossScaleManager` and `DynamicLossScale` is
-`ExponentialUpdateLossScaleManager` with TF's names and settings: there is one
-implementation of each policy, reachable through either API.
+`ExponentialUpdateLossScaleManager` with TF's names and settings: each has
+one base class, `LossScale`, and holds the one implementation of its
+policy (`fixed.FixedScale`, `dynamic_scale.StateMachine`) that the contrib
+manager holds too, so the policy is reachable through either API.
 """
 
 import abc
-import inspect
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import tensorflow as tf
 
 from mp_optimizer._internal import validation
 from mp_optimizer.managers import base
+from mp_optimizer.managers import dynamic_scale
 from mp_optimizer.managers import exponential
 from mp_optimizer.managers import finite
 from mp_optimizer.managers import fixed
@@ -84,7 +86,10 @@ class LossScale(base.LossScaleManager):
     return cls(**config)
 
 
-class FixedLossScale(LossScale, fixed.FixedLossScaleManager):
+_FIXED = fixed.FixedSettings  # Its class attributes are the defaults.
+
+
+class FixedLossScale(LossScale):
   """TF's `FixedLossScale(loss_scale_value)`, skipping NaN/Inf steps by default.
 
   TF's own class applies a step even when its gradients are NaN/Inf, which
@@ -108,13 +113,30 @@ class FixedLossScale(LossScale, fixed.FixedLossScaleManager):
     TypeError: If `skip_nonfinite_steps` is not a bool.
   """
 
-  def __init__(self, loss_scale_value: float, *,
-               skip_nonfinite_steps: bool = True):
+  def __init__(
+      self, loss_scale_value: float, *,
+      skip_nonfinite_steps: bool = _FIXED.skip_nonfinite_steps):
     try:
-      validation.check_at_least("loss_scale_value", loss_scale_value, 1.0)
+      value = validation.check_at_least("loss_scale_value", loss_scale_value,
+                                        1.0)
     except TypeError as error:  # TF raises ValueError for a non-number.
       raise ValueError(str(error)) from None
-    super().__init__(loss_scale_value, skip_nonfinite_steps=skip_nonfinite_steps)
+    self._settings = fixed.FixedSettings(
+        value, skip_nonfinite_steps=validation.check_bool(
+            "skip_nonfinite_steps", skip_nonfinite_steps))
+    self._scale = fixed.FixedScale(self._settings)
+
+  loss_scale_value = base.setting("loss_scale",
+                                  "The scale, as the Python float given.")
+  skips_nonfinite_steps = base.setting("skip_nonfinite_steps")
+
+  def get_loss_scale(self) -> tf.Tensor:
+    """Returns the scale: one float32 constant per graph, made on first use."""
+    return self._scale.constant()
+
+  def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:
+    """Returns a no-op: the scale is fixed."""
+    return self._scale.update(finite_grads)
 
   def get_config(self) -> Dict[str, Any]:
     """Returns TF's config keys, plus `skip_nonfinite_steps` only if False.
@@ -122,28 +144,25 @@ class FixedLossScale(LossScale, fixed.FixedLossScaleManager):
     A default config is exactly what TF's `FixedLossScale` writes and reads,
     so configs travel both ways between the two classes.
     """
-    config = {"loss_scale_value": self._loss_scale}
-    if not self.skips_nonfinite_steps:
-      config["skip_nonfinite_steps"] = False
-    return config
+    return {"loss_scale_value": self._settings.loss_scale,
+            **base.non_default(self._settings, ["skip_nonfinite_steps"])}
+
+  def __repr__(self) -> str:
+    return self._scale.repr_as(type(self).__name__)
 
 
-class _Default(int):
-  """An int default that `_alias` can tell apart from the same number passed.
-
-  A passed 32768 is a plain `int`; only the signature's default is a
-  `_Default`, so passing a canonical argument equal to its default together
-  with its alias is still caught.
-  """
+# The fixed manager with TF's names: `isinstance` checks written for that
+# class still pass.
+fixed.FixedLossScaleManager.register(FixedLossScale)
 
 
-# The contrib face's keyword defaults, stated once in its signature.
-_EXPONENTIAL_DEFAULTS = {
-    name: param.default for name, param in inspect.signature(
-        exponential.ExponentialUpdateLossScaleManager.__init__).parameters.items()}
+# The keyword-only settings: get_config shows each only when not its default.
+_TF_KEYWORD_ONLY = ("min_loss_scale", "max_loss_scale", "fail_at_floor_after")
+# Its class attributes are the defaults.
+_DYNAMIC = dynamic_scale.DynamicLossScaleSettings
 
 
-class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager):
+class DynamicLossScale(LossScale):
   """TF's `DynamicLossScale`: the exponential manager with TF's settings.
 
   It is `ExponentialUpdateLossScaleManager(initial_loss_scale,
@@ -185,23 +204,16 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
       names.
   """
 
-  _FACE = exponential.Face(
-      "current_loss_scale", "good_steps", None, tf.int64, True,
-      {"init_loss_scale": "initial_loss_scale",
-       "incr_every_n_steps": "increment_period",
-       "incr_ratio": "multiplier"})
-
-  def __init__(self,
-               initial_loss_scale: float = _Default(2**15),
-               increment_period: int = _Default(2000),
-               multiplier: float = 2.0,
-               *,
-               min_loss_scale: float = _EXPONENTIAL_DEFAULTS["min_loss_scale"],
-               max_loss_scale: Optional[float] = _EXPONENTIAL_DEFAULTS[
-                   "max_loss_scale"],
-               fail_at_floor_after: Optional[int] = None,
-               initial_scale: Optional[float] = None,
-               dynamic_growth_steps: Optional[int] = None):
+  def __init__(
+      self,
+      initial_loss_scale: float = base.Unset(_DYNAMIC.initial_loss_scale),
+      increment_period: int = base.Unset(_DYNAMIC.increment_period),
+      multiplier: float = _DYNAMIC.multiplier, *,
+      min_loss_scale: float = _DYNAMIC.min_loss_scale,
+      max_loss_scale: Optional[float] = _DYNAMIC.max_loss_scale,
+      fail_at_floor_after: Optional[int] = _DYNAMIC.fail_at_floor_after,
+      initial_scale: Optional[float] = None,
+      dynamic_growth_steps: Optional[int] = None):
     initial_loss_scale = _alias("initial_loss_scale", initial_loss_scale,
                                 "initial_scale", initial_scale)
     increment_period = _alias("increment_period", increment_period,
@@ -212,16 +224,50 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
       if isinstance(value, str):  # TF's float()/int() raise ValueError.
         raise ValueError(f"`{name}` must be a number, not a string; got "
                          f"{value!r}.")
-    multiplier = validation.check_greater("multiplier", multiplier, 1.0)
-    super().__init__(initial_loss_scale, increment_period,
-                     decr_every_n_nan_or_inf=1, incr_ratio=multiplier,
-                     decr_ratio=1.0 / multiplier, min_loss_scale=min_loss_scale,
-                     max_loss_scale=max_loss_scale,
-                     fail_at_floor_after=fail_at_floor_after)
+    machine_settings = dynamic_scale.DynamicLossScaleSettings(
+        initial_loss_scale, increment_period,
+        validation.check_greater("multiplier", multiplier, 1.0),
+        min_loss_scale=min_loss_scale, max_loss_scale=max_loss_scale,
+        fail_at_floor_after=fail_at_floor_after
+    ).as_exponential().checked(dynamic_scale.TF_NAMES)
+    self._settings = dynamic_scale.DynamicLossScaleSettings.of(machine_settings)
+    self._machine = dynamic_scale.StateMachine(self, machine_settings,
+                                               dynamic_scale.TF_FACE)
 
-  initial_loss_scale = property(lambda self: self._init)
-  increment_period = property(lambda self: self._policy.incr_every)
-  multiplier = property(lambda self: self._policy.incr_ratio)
+  initial_loss_scale = base.setting("initial_loss_scale")
+  increment_period = base.setting("increment_period")
+  multiplier = base.setting("multiplier")
+  min_loss_scale = base.setting("min_loss_scale")
+  max_loss_scale = base.setting("max_loss_scale")
+  fail_at_floor_after = base.setting("fail_at_floor_after")
+  # The exponential manager's names for the same scale.
+  init_loss_scale = dynamic_scale.machine_setting("init_loss_scale")
+  incr_every_n_steps = dynamic_scale.machine_setting("incr_every_n_steps")
+  decr_every_n_nan_or_inf = dynamic_scale.machine_setting(
+      "decr_every_n_nan_or_inf")
+  incr_ratio = dynamic_scale.machine_setting("incr_ratio")
+  decr_ratio = dynamic_scale.machine_setting("decr_ratio")
+  hysteresis = dynamic_scale.machine_setting("hysteresis")
+
+  @property
+  def dynamic(self) -> bool:
+    return True
+
+  def get_loss_scale(self) -> tf.Variable:
+    """Returns the current graph's float32 `current_loss_scale` variable."""
+    return self._machine.scale()
+
+  def variables(self) -> List[tf.Variable]:
+    return self._machine.variables()
+
+  def _adopt_state(self, variables: Dict[str, tf.Variable]) -> None:
+    """Takes over existing state variables by name (see `managers.get`)."""
+    self._machine.adopt(variables)
+
+  def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:
+    """Returns the op that moves the state machine one step (see
+    `ExponentialUpdateLossScaleManager.update_loss_scale`)."""
+    return self._machine.update(finite_grads)
 
   def get_config(self) -> Dict[str, Any]:
     """Returns TF's three config keys, plus our extras only if not default.
@@ -229,21 +275,26 @@ class DynamicLossScale(LossScale, exponential.ExponentialUpdateLossScaleManager)
     A config with default extras is exactly what TF's `DynamicLossScale`
     writes and reads, so configs travel both ways between the two classes.
     """
-    return {"initial_loss_scale": self._init,
-            "increment_period": self._policy.incr_every,
-            "multiplier": self._policy.incr_ratio, **self._extras()}
+    settings = self._settings
+    return {"initial_loss_scale": settings.initial_loss_scale,
+            "increment_period": settings.increment_period,
+            "multiplier": settings.multiplier,
+            **base.non_default(settings, _TF_KEYWORD_ONLY)}
 
   def __repr__(self) -> str:
-    return (f"DynamicLossScale(initial_loss_scale={self._init!r}, "
-            f"increment_period={self._policy.incr_every!r}, "
-            f"multiplier={self._policy.incr_ratio!r}{self._extras_repr()})")
+    return base.call_repr("DynamicLossScale", keywords=self.get_config())
+
+
+# It has every attribute of the exponential manager (it is that scale, with
+# TF's settings), so `isinstance` checks written for that class still pass.
+exponential.ExponentialUpdateLossScaleManager.register(DynamicLossScale)
 
 
 def _alias(name: str, value: Any, alias: str, alias_value: Any) -> Any:
   """`value` or `alias_value`, whichever was passed; both is an error."""
   if alias_value is None:
-    return int(value) if isinstance(value, _Default) else value
-  if not isinstance(value, _Default):
+    return base.value_or_default(value)
+  if not isinstance(value, base.Unset):
     raise ValueError(f"Pass `{name}` or its alias `{alias}`, not both; got "
                      f"{name}={value!r} and {alias}={alias_value!r}.")
   return alias_value

@@ -6,6 +6,7 @@ or refused with which exception class, each compared with
 the same arguments, under TF's default and v1 control flow.
 """
 
+import inspect
 import warnings
 
 from absl.testing import parameterized
@@ -123,6 +124,15 @@ class ReprTest(parameterized.TestCase):
        "incr_every_n_steps=2, decr_every_n_nan_or_inf=3, incr_ratio=4.0, "
        "decr_ratio=0.5, min_loss_scale=2.0, max_loss_scale=1024.0, "
        "hysteresis='sticky', fail_at_floor_after=5)"),
+      ("amax_defaults", managers.AmaxHistoryLossScaleManager,
+       "AmaxHistoryLossScaleManager(init_loss_scale=32768.0, "
+       "history_length=16, margin=1, relax_after=1000, min_loss_scale=1.0, "
+       "max_loss_scale=16777216.0)"),
+      ("amax", lambda: managers.AmaxHistoryLossScaleManager(
+          64, 4, 2, 10, min_loss_scale=0.5, max_loss_scale=2**20),
+       "AmaxHistoryLossScaleManager(init_loss_scale=64.0, history_length=4, "
+       "margin=2, relax_after=10, min_loss_scale=0.5, "
+       "max_loss_scale=1048576.0)"),
   )
   def test_every_non_default_setting_is_shown(self, make, expected):
     self.assertEqual(repr(make()), expected)
@@ -223,6 +233,15 @@ class ArgumentsLikeTfTest(parameterized.TestCase):
     self.assertEqual(_outcome(lambda: _tf(lambda: tf_mp.FixedLossScale(value))),
                      tf_outcome)
     self.assertEqual(_outcome(lambda: managers.FixedLossScale(value)), ours)
+
+  @parameterized.named_parameters(
+      ("fixed", managers.FixedLossScale, tf_mp.FixedLossScale),
+      ("dynamic", managers.DynamicLossScale, tf_mp.DynamicLossScale))
+  def test_help_shows_tfs_arguments_and_defaults(self, ours, theirs):
+    theirs = list(inspect.signature(theirs).parameters.values())
+    ours = list(inspect.signature(ours).parameters.values())[:len(theirs)]
+    self.assertEqual([(p.name, p.kind, repr(p.default)) for p in ours],
+                     [(p.name, p.kind, repr(p.default)) for p in theirs])
 
   @parameterized.named_parameters(("none", None), ("list", [8]),
                                   ("other_string", "static"))

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 from mp_optimizer.managers import exponential
+from tests import harness
 
 v1 = tf.compat.v1
 tf_mp = tf.compat.v1.mixed_precision
@@ -136,15 +137,34 @@ class OneStateMachineTest(parameterized.TestCase):
     self.assertIsInstance(scale, exponential.ExponentialUpdateLossScaleManager)
     self.assertEqual(
         (scale.init_loss_scale, scale.incr_every_n_steps,
-         scale.decr_every_n_nan_or_inf, scale.incr_ratio, scale.decr_ratio),
-        (100.0, 7, 1, 3.0, 1 / 3))
-    # The update logic is the exponential manager's, not a copy.
-    self.assertIs(type(scale).update_loss_scale,
-                  exponential.ExponentialUpdateLossScaleManager.update_loss_scale)
+         scale.decr_every_n_nan_or_inf, scale.incr_ratio, scale.decr_ratio,
+         scale.hysteresis),
+        (100.0, 7, 1, 3.0, 1 / 3, "contrib"))
+
+  def test_dynamic_steps_as_the_exponential_manager_with_its_settings(self):
+    # A multiplier of 2: `scale / 2` and `scale * 0.5` agree bit for bit.
+    steps = [T, T, F, T, T, T, F, F, T] * 2
+    tf2 = harness.run_manager(
+        lambda: managers.DynamicLossScale(64, 3, 2, max_loss_scale=256),
+        steps)
+    contrib = harness.run_manager(
+        lambda: managers.ExponentialUpdateLossScaleManager(
+            64, 3, 1, 2, 0.5, max_loss_scale=256), steps)
+    self.assertEqual([(s["scale"], s["good_steps"]) for s in tf2],
+                     [(s["scale"], s["good_steps"]) for s in contrib])
+    self.assertEqual({s["bad_steps"] for s in contrib}, {0})
 
   def test_fixed_is_the_fixed_manager(self):
     self.assertIsInstance(managers.FixedLossScale(8),
                           managers.FixedLossScaleManager)
+
+  @parameterized.named_parameters(
+      ("fixed", managers.FixedLossScale, managers.FixedLossScaleManager),
+      ("dynamic", managers.DynamicLossScale,
+       managers.ExponentialUpdateLossScaleManager))
+  def test_a_tf2_face_has_one_base_class(self, face, contrib_manager):
+    self.assertEqual(face.__bases__, (managers.LossScale,))
+    self.assertTrue(issubclass(face, contrib_manager))
 
 
 class CallTest(parameterized.TestCase):
