@@ -1,0 +1,182 @@
+"""A module's statements, read with Python's tokenizer in one pass.
+
+`chunks.Reduced` decides, statement by statement, what libcst has to parse;
+`logical_lines` gives it what that takes, in time and memory linear in the
+source: where each logical line starts, how deep it is indented, its first
+token, the names it may bind, the names whose private attributes it reads,
+and how deeply libcst's tree will nest there (`nesting`).
+
+`nesting` estimates the depth of libcst's tree at a line, from above: one
+level per enclosing block and per `elif` before it in its `if` statement
+(libcst nests each `elif` in the one before), one per open bracket, and one
+per operator, `.`, call or subscript, keyword operator (`and`, `if`, `not`,
+...) and implicitly joined string between two commas (or `:`, `=`) of the
+same bracket (libcst nests `a + b + c` as `(a + b) + c`). A flat list of a
+million items nests 2 deep; `x0 + x1 + ... + x999` 1,000 deep.
+"""
+
+import dataclasses
+import io
+import keyword
+import tokenize
+from typing import List, Set
+
+_OPENING, _CLOSING = "([{", ")]}"
+# Tokens after which `(` or `[` is a call or a subscript, not a new value.
+_TRAILED = (tokenize.NAME, tokenize.STRING, tokenize.NUMBER)
+_SEPARATORS = frozenset({",", ";", ":", "=", ":=", "->"})
+_ASSIGNMENTS = frozenset({"=", "+=", "-=", "*=", "/=", "//=", "%=", "**=",
+                          "@=", "&=", "|=", "^=", ">>=", "<<="})
+_LINKING_KEYWORDS = frozenset({"and", "or", "not", "in", "is", "if", "else",
+                               "lambda", "await"})
+# Statements whose every name may be one they bind.
+_BINDING_STATEMENTS = frozenset({"import", "from", "global", "nonlocal", "del",
+                                 "case"})
+CONTINUATIONS = frozenset({"elif", "else", "except", "finally"})
+
+
+@dataclasses.dataclass
+class LogicalLine:
+  """One logical line (a statement, or a compound statement's clause header).
+
+  Attributes:
+    start: Its first line (1-based).
+    depth: How many blocks hold it (0 at module level).
+    first: Its first token (`def`, `@`, `elif`, a name...).
+    nesting: The deepest libcst's tree goes on it (see the module docstring).
+    bound: The names it may bind (assignment and `for` targets, `as`
+      names, `def`/`class` names, imports, `global`...): a superset.
+    private_owners: Names it reads a private attribute of (`opt._x`).
+  """
+  start: int
+  depth: int
+  first: str
+  nesting: int = 0
+  bound: Set[str] = dataclasses.field(default_factory=set)
+  private_owners: Set[str] = dataclasses.field(default_factory=set)
+
+
+class _Line:
+  """The state of the logical line being read."""
+
+  def __init__(self, token: tokenize.TokenInfo, depth: int, blocks: int):
+    self.line = LogicalLine(token.start[0], depth, token.string)
+    self.blocks = blocks  # Enclosing blocks and `elif`s.
+    self.brackets: List[int] = []  # Links counted in each open bracket.
+    self.links = 0  # Links outside brackets.
+    self.total = 0  # Links in every open bracket and outside.
+    self.previous: tokenize.TokenInfo = token
+    # Names outside brackets since the last separator: [name, may be bound].
+    self.names: List[list] = []
+    self.owner = None  # The name before the last `.`.
+    self.binding = token.string in ("def", "class")  # The next name binds.
+    self.for_target = False  # Between `for` and `in`.
+    # A simple statement: `x: int = 1` binds the names before its `:`.
+    self.simple = not keyword.iskeyword(token.string)
+
+  def _link(self) -> None:
+    if self.brackets:
+      self.brackets[-1] += 1
+    else:
+      self.links += 1
+    self.total += 1
+
+  def _reset(self) -> None:
+    if self.brackets:
+      self.total -= self.brackets[-1]
+      self.brackets[-1] = 0
+    else:
+      self.total -= self.links
+      self.links = 0
+
+  def add(self, token: tokenize.TokenInfo) -> None:
+    """Takes in the next token of the line (not NL or COMMENT)."""
+    kind, text, previous = token.type, token.string, self.previous
+    bound = self.line.bound
+    if kind == tokenize.OP and text in "([{." and self.names and (
+        self.names[-1][0] is previous):
+      self.names[-1][1] = False  # `a.b`, `a(...)`, `a[...]`: not `a`.
+    if kind == tokenize.OP and text in _OPENING:
+      if (previous.type in _TRAILED and not keyword.iskeyword(
+          previous.string)) or previous.string in _CLOSING:
+        self._link()
+      self.brackets.append(0)
+    elif kind == tokenize.OP and text in _CLOSING:
+      if self.brackets:
+        self.total -= self.brackets.pop()
+    elif kind == tokenize.OP and (text in _SEPARATORS or
+                                  text in _ASSIGNMENTS):
+      if not self.brackets and (text in _ASSIGNMENTS or
+                                text == ":" and self.simple):
+        bound.update(name.string for name, target in self.names if target)
+      if not self.brackets:
+        self.names = []
+      if text == ":=":
+        bound.add(previous.string)
+      self._reset()
+    elif kind == tokenize.OP or (kind == tokenize.NAME and
+                                 text in _LINKING_KEYWORDS) or (
+                                     kind == tokenize.STRING and
+                                     previous.type == tokenize.STRING):
+      self._link()
+    if text == "." and previous.type == tokenize.NAME:
+      self.owner = previous.string
+    if text == "for":
+      self.for_target = True
+    elif text == "in":
+      self.for_target = False
+    if kind == tokenize.NAME and not keyword.iskeyword(text):
+      if self.binding or self.for_target or previous.string == "as" or (
+          self.line.first in _BINDING_STATEMENTS):
+        bound.add(text)
+      if previous.string == "." and text.startswith("_") and self.owner:
+        self.line.private_owners.add(self.owner)
+      self.binding = False
+      if not self.brackets:
+        self.names.append([token, True])
+    self.line.nesting = max(self.line.nesting,
+                            self.blocks + len(self.brackets) + self.total)
+    self.previous = token
+
+
+def logical_lines(source: str) -> List[LogicalLine]:
+  """The logical lines of `source`, in order.
+
+  Raises:
+    tokenize.TokenError, SyntaxError: If the source does not tokenize. The
+      lines read before the error are in the exception's `lines` attribute.
+  """
+  lines: List[LogicalLine] = []
+  depth = 0
+  elifs: List[int] = [0]  # Per depth: `elif`s so far in its `if` statement.
+  current = None
+  try:
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+      kind = token.type
+      if kind == tokenize.INDENT:
+        depth += 1
+        elifs.append(0)
+      elif kind == tokenize.DEDENT:
+        depth -= 1
+        elifs.pop()
+      elif kind == tokenize.NEWLINE:
+        if current is not None:
+          lines.append(current.line)
+        current = None
+      elif kind in (tokenize.NL, tokenize.COMMENT, tokenize.ENDMARKER):
+        continue
+      elif current is None:
+        if token.string == "elif":
+          elifs[-1] += 1
+        elif token.string not in CONTINUATIONS:
+          elifs[-1] = 0
+        current = _Line(token, depth, depth + sum(elifs))
+        current.add(token)
+      else:
+        current.add(token)
+  except (tokenize.TokenError, SyntaxError) as e:
+    if current is not None:
+      lines.append(current.line)
+    e.lines = lines
+    raise
+  return lines
