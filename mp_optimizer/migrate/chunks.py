@@ -139,11 +139,11 @@ class Reduced:
       if not blocks or _GETTER.match(self._span_text(span)):
         spelled.update(_IDENTIFIER.findall(self._span_text(span)))
         continue  # Kept whole.
-      for i in header:
+      for i in header:  # What a header spells counts if it is relevant.
         first, last = self._line_range((i, i + 1))
-        last = min(last, self.lines[i + 1].start if i + 1 < stop else last)
-        spelled.update(_IDENTIFIER.findall(
-            "".join(self._text[first - 1:last - 1])))
+        if self._spells(first, last):
+          spelled.update(_IDENTIFIER.findall(
+              "".join(self._text[first - 1:last - 1])))
       for block in blocks:
         inner = self._relevant(_group(self.lines, *block), spelled)
         found.left_out += inner.left_out
@@ -173,7 +173,7 @@ class Reduced:
     pieces, kept = [], set(range(len(self.lines)))
     self._reduced_lines, self._original_lines = [1], [1]
     reduced_line, at = 1, 1
-    for span in sorted(left_out):
+    for span in _merged(self.lines, left_out):
       first, last = self._line_range(span)
       pieces.append("".join(self._text[at - 1:first - 1]))
       reduced_line += first - at
@@ -256,6 +256,18 @@ def _blocks(lines: List[statements.LogicalLine], start: int,
     else:
       index += 1
   return blocks
+
+
+def _merged(lines: List[statements.LogicalLine],
+            spans: List[_Span]) -> List[_Span]:
+  """`spans` in order, those that follow each other in one block joined."""
+  out: List[_Span] = []
+  for start, stop in sorted(spans):
+    if out and out[-1][1] == start and (
+        lines[out[-1][0]].depth == lines[start].depth):
+      start = out.pop()[0]
+    out.append((start, stop))
+  return out
 
 
 def _nonce(source: str) -> str:

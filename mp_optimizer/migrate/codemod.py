@@ -58,6 +58,15 @@ def convert(source: str) -> Tuple[str, List[findings.Finding]]:
   refused = limits.too_large(reduced)
   if refused is not None:
     return source, [refused]
+  try:
+    return _convert(source, data, reduced)
+  except RecursionError:  # Deeper than `limits` could tell.
+    return source, [limits.too_deep(1, None)]
+
+
+def _convert(source: str, data: bytes, reduced: chunks.Reduced
+             ) -> Tuple[str, List[findings.Finding]]:
+  """`convert` for a source small and shallow enough to parse."""
   # The tree is ours alone: no need for the wrapper's defensive deep copy.
   wrapper = metadata.MetadataWrapper(cst.parse_module(reduced.source),
                                      unsafe_skip_copy=True)

@@ -24,16 +24,30 @@ from mp_optimizer.migrate import chunks
 from mp_optimizer.migrate import findings
 
 # Characters of source given to libcst.
-MAX_PARSED = 300_000
+MAX_PARSED = 150_000
 # libcst tree levels (`statements.LogicalLine.nesting`).
-MAX_NESTING = 100
+MAX_NESTING = 200
 # Pairs of (assignment, use) of one name, summed over names assigned more
 # than once.
-MAX_PAIRS = 1_000_000
+MAX_PAIRS = 500_000
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _WHAT = ("the codemod leaves this file as it is: convert it by hand, or "
          "split the code that uses mixed-precision names into smaller "
          "functions and run again")
+
+
+def too_deep(line: int, nesting: Optional[int]) -> findings.Finding:
+  """The finding for code nested deeper than libcst can take.
+
+  Args:
+    line: Where (1 if not known).
+    nesting: How deep it nests, if known.
+  """
+  levels = f"{nesting} levels deep" if nesting else "deeper than libcst can go"
+  return findings.Finding(line, (
+      f"too deep to convert safely: the statement here nests {levels} "
+      "(blocks, `elif` chains, brackets, chains of operators such as "
+      f"`a + b + ...`), more than {MAX_NESTING}; {_WHAT}"))
 
 
 def too_large(reduced: chunks.Reduced) -> Optional[findings.Finding]:
@@ -54,11 +68,7 @@ def too_large(reduced: chunks.Reduced) -> Optional[findings.Finding]:
   kept = [reduced.lines[i] for i in reduced.kept]
   deepest = max(kept, key=lambda line: line.nesting, default=None)
   if deepest is not None and deepest.nesting > MAX_NESTING:
-    return findings.Finding(deepest.start, (
-        f"too deep to convert safely: the statement here nests "
-        f"{deepest.nesting} levels deep (blocks, `elif` chains, brackets, "
-        f"chains of operators such as `a + b + ...`), more than {MAX_NESTING}; "
-        f"{_WHAT}"))
+    return too_deep(deepest.start, deepest.nesting)
   bindings = collections.Counter(name for line in kept for name in line.bound)
   repeated = {name: count for name, count in bindings.items() if count > 1}
   if not repeated:

@@ -62,9 +62,10 @@ class _Line:
   def __init__(self, token: tokenize.TokenInfo, depth: int, blocks: int):
     self.line = LogicalLine(token.start[0], depth, token.string)
     self.blocks = blocks  # Enclosing blocks and `elif`s.
-    self.brackets: List[int] = []  # Links counted in each open bracket.
-    self.links = 0  # Links outside brackets.
-    self.total = 0  # Links in every open bracket and outside.
+    # Per level (outside brackets, then each open bracket): [operators
+    # since the last separator, trailers since the last operator].
+    self.levels: List[List[int]] = [[0, 0]]
+    self.total = 0  # Their sum over every level.
     self.previous: tokenize.TokenInfo = token
     # Names outside brackets since the last separator: [name, may be bound].
     self.names: List[list] = []
@@ -74,20 +75,24 @@ class _Line:
     # A simple statement: `x: int = 1` binds the names before its `:`.
     self.simple = not keyword.iskeyword(token.string)
 
-  def _link(self) -> None:
-    if self.brackets:
-      self.brackets[-1] += 1
-    else:
-      self.links += 1
+  def _link(self, trailer: bool = False) -> None:
+    """One more level: an operator, or a trailer (`.x`, a call, a subscript),
+    which nests in the operand it follows, not in the operators before it."""
+    level = self.levels[-1]
+    if not trailer:
+      self.total -= level[1]
+      level[1] = 0
+    level[trailer] += 1
     self.total += 1
+    self._deepest()
+
+  def _deepest(self) -> None:
+    self.line.nesting = max(self.line.nesting,
+                            self.blocks + len(self.levels) - 1 + self.total)
 
   def _reset(self) -> None:
-    if self.brackets:
-      self.total -= self.brackets[-1]
-      self.brackets[-1] = 0
-    else:
-      self.total -= self.links
-      self.links = 0
+    self.total -= sum(self.levels[-1])
+    self.levels[-1] = [0, 0]
 
   def add(self, token: tokenize.TokenInfo) -> None:
     """Takes in the next token of the line (not NL or COMMENT)."""
@@ -99,17 +104,17 @@ class _Line:
     if kind == tokenize.OP and text in _OPENING:
       if (previous.type in _TRAILED and not keyword.iskeyword(
           previous.string)) or previous.string in _CLOSING:
-        self._link()
-      self.brackets.append(0)
+        self._link(trailer=True)
+      self.levels.append([0, 0])
+      self._deepest()
     elif kind == tokenize.OP and text in _CLOSING:
-      if self.brackets:
-        self.total -= self.brackets.pop()
+      if len(self.levels) > 1:
+        self.total -= sum(self.levels.pop())
     elif kind == tokenize.OP and (text in _SEPARATORS or
                                   text in _ASSIGNMENTS):
-      if not self.brackets and (text in _ASSIGNMENTS or
-                                text == ":" and self.simple):
-        bound.update(name.string for name, target in self.names if target)
-      if not self.brackets:
+      if len(self.levels) == 1:
+        if text in _ASSIGNMENTS or text == ":" and self.simple:
+          bound.update(name.string for name, target in self.names if target)
         self.names = []
       if text == ":=":
         bound.add(previous.string)
@@ -118,7 +123,7 @@ class _Line:
                                  text in _LINKING_KEYWORDS) or (
                                      kind == tokenize.STRING and
                                      previous.type == tokenize.STRING):
-      self._link()
+      self._link(trailer=text == ".")
     if text == "." and previous.type == tokenize.NAME:
       self.owner = previous.string
     if text == "for":
@@ -132,10 +137,8 @@ class _Line:
       if previous.string == "." and text.startswith("_") and self.owner:
         self.line.private_owners.add(self.owner)
       self.binding = False
-      if not self.brackets:
+      if len(self.levels) == 1:
         self.names.append([token, True])
-    self.line.nesting = max(self.line.nesting,
-                            self.blocks + len(self.brackets) + self.total)
     self.previous = token
 
 
@@ -171,6 +174,7 @@ def logical_lines(source: str) -> List[LogicalLine]:
         elif token.string not in CONTINUATIONS:
           elifs[-1] = 0
         current = _Line(token, depth, depth + sum(elifs))
+        current.line.nesting = current.blocks
         current.add(token)
       else:
         current.add(token)
