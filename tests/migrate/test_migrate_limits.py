@@ -126,10 +126,17 @@ class RefusedTest(parameterized.TestCase):
 
 class LongFunctionTest(parameterized.TestCase):
 
-  def test_what_is_parsed_does_not_grow_with_unrelated_statements(self):
-    sizes = [len(chunks.Reduced(_function(n)).source) for n in (10, 3000)]
-    self.assertEqual(sizes[0], sizes[1])
-    self.assertGreater(len(_function(3000)), limits.MAX_PARSED)
+  @parameterized.named_parameters(
+      ("in_the_function", lambda text: text),
+      ("in_blocks_of_it", lambda text: text.replace(
+          "  h", "  if flag:\n    with g():\n      h").replace(
+              "  x = tf.nn", "      x = tf.nn")))
+  def test_what_is_parsed_does_not_grow_with_unrelated_statements(self, shape):
+    reduced = [chunks.Reduced(shape(_function(n))) for n in (10, 3000)]
+    self.assertEqual(reduced[0].source, reduced[1].source)
+    self.assertLess(reduced[1].source.count("\n"), 10)
+    self.assertGreater(len(shape(_function(3000))), limits.MAX_PARSED)
+    compile(shape(_function(3000)), "long", "exec")
 
   def test_a_long_function_converts_and_keeps_its_text(self):
     source = _function(3000)
