@@ -26,7 +26,7 @@ statement), so a syntax error still reaches libcst, which reports it.
 import bisect
 import re
 import tokenize
-from typing import List, Set, Tuple
+from typing import Callable, List, Set, Tuple
 
 from mp_optimizer.migrate import names
 from mp_optimizer.migrate import statements
@@ -77,7 +77,7 @@ class Reduced:
       self.kept = range(len(self.lines))
       return
     self.kept = range(len(self.lines))
-    if any(line.depth >= _MAX_BLOCKS for line in self.lines):
+    if any(line.depth > _MAX_BLOCKS for line in self.lines):
       return  # Too deep to walk (and to parse: `limits` says so).
     self._text = source.splitlines(keepends=True)
     self._offsets = [0]
@@ -97,8 +97,18 @@ class Reduced:
                 if self._needs(span, spelled)]
       for span in needed:
         spelled.update(_IDENTIFIER.findall(self._span_text(span)))
-    left_out = [span for span in relevant.left_out
-                if not self._needs(span, spelled) and self._compiles(span)]
+    left_out = []
+    # Compiled in runs of statements of one block, a run at a time (one
+    # `compile` call per statement would cost more than the tokenizer), each
+    # statement of a run that does not compile on its own.
+    for run in _merged(self.lines, [
+        span for span in relevant.left_out
+        if not self._needs(span, spelled)], self._size, _COMPILED_AT_ONCE):
+      if self._compiles(run):
+        left_out.append(run)
+      else:
+        left_out += [span for span in _group(self.lines, *run)
+                     if self._compiles(span)]
     if left_out:
       self._build(left_out)
 
@@ -111,6 +121,10 @@ class Reduced:
     last = (self.lines[stop].start if stop < len(self.lines) else
             len(self._text) + 1)
     return first, last
+
+  def _size(self, span: _Span) -> int:
+    first, last = self._line_range(span)
+    return self._offsets[last - 1] - self._offsets[first - 1]
 
   def _span_text(self, span: _Span) -> str:
     first, last = self._line_range(span)
@@ -173,7 +187,7 @@ class Reduced:
     pieces, kept = [], set(range(len(self.lines)))
     self._reduced_lines, self._original_lines = [1], [1]
     reduced_line, at = 1, 1
-    for span in _merged(self.lines, left_out):
+    for span in _merged(self.lines, left_out, self._size, len(self.source)):
       first, last = self._line_range(span)
       pieces.append("".join(self._text[at - 1:first - 1]))
       reduced_line += first - at
@@ -213,8 +227,10 @@ class Reduced:
                   flags=re.MULTILINE)
 
 
-# Deeper blocks than this are not walked (`limits` reports them).
-_MAX_BLOCKS = 100
+# Deeper blocks than this are not walked (`limits.MAX_NESTING`: reported).
+_MAX_BLOCKS = 200
+# Characters of left-out statements compiled in one call.
+_COMPILED_AT_ONCE = 65_536
 
 
 class _Sorted:
@@ -258,13 +274,15 @@ def _blocks(lines: List[statements.LogicalLine], start: int,
   return blocks
 
 
-def _merged(lines: List[statements.LogicalLine],
-            spans: List[_Span]) -> List[_Span]:
-  """`spans` in order, those that follow each other in one block joined."""
+def _merged(lines: List[statements.LogicalLine], spans: List[_Span],
+            size: Callable[[_Span], int], most: int) -> List[_Span]:
+  """`spans` in order, those that follow each other in one block joined up
+  to `most` characters (by `size`)."""
   out: List[_Span] = []
   for start, stop in sorted(spans):
     if out and out[-1][1] == start and (
-        lines[out[-1][0]].depth == lines[start].depth):
+        lines[out[-1][0]].depth == lines[start].depth) and (
+            size((out[-1][0], stop)) <= most):
       start = out.pop()[0]
     out.append((start, stop))
   return out

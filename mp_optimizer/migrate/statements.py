@@ -96,50 +96,60 @@ class _Line:
 
   def add(self, token: tokenize.TokenInfo) -> None:
     """Takes in the next token of the line (not NL or COMMENT)."""
-    kind, text, previous = token.type, token.string, self.previous
-    bound = self.line.bound
-    if kind == tokenize.OP and text in "([{." and self.names and (
-        self.names[-1][0] is previous):
+    kind = token.type
+    if kind == tokenize.NAME:
+      self._name(token)
+    elif kind == tokenize.OP:
+      self._operator(token)
+    elif kind == tokenize.STRING and self.previous.type == tokenize.STRING:
+      self._link()  # Implicitly joined strings nest.
+    self.previous = token
+
+  def _name(self, token: tokenize.TokenInfo) -> None:
+    text, previous = token.string, self.previous
+    if keyword.iskeyword(text):
+      if text in _LINKING_KEYWORDS:
+        self._link()
+      if text == "for":
+        self.for_target = True
+      elif text == "in":
+        self.for_target = False
+      return
+    if self.binding or self.for_target or previous.string == "as" or (
+        self.line.first in _BINDING_STATEMENTS):
+      self.line.bound.add(text)
+    if previous.string == "." and text.startswith("_") and self.owner:
+      self.line.private_owners.add(self.owner)
+    self.binding = False
+    if len(self.levels) == 1:
+      self.names.append([token, True])
+
+  def _operator(self, token: tokenize.TokenInfo) -> None:
+    text, previous = token.string, self.previous
+    if text in "([{." and self.names and self.names[-1][0] is previous:
       self.names[-1][1] = False  # `a.b`, `a(...)`, `a[...]`: not `a`.
-    if kind == tokenize.OP and text in _OPENING:
+    if text in _OPENING:
       if (previous.type in _TRAILED and not keyword.iskeyword(
           previous.string)) or previous.string in _CLOSING:
         self._link(trailer=True)
       self.levels.append([0, 0])
       self._deepest()
-    elif kind == tokenize.OP and text in _CLOSING:
+    elif text in _CLOSING:
       if len(self.levels) > 1:
         self.total -= sum(self.levels.pop())
-    elif kind == tokenize.OP and (text in _SEPARATORS or
-                                  text in _ASSIGNMENTS):
+    elif text in _SEPARATORS or text in _ASSIGNMENTS:
       if len(self.levels) == 1:
         if text in _ASSIGNMENTS or text == ":" and self.simple:
-          bound.update(name.string for name, target in self.names if target)
+          self.line.bound.update(
+              name.string for name, target in self.names if target)
         self.names = []
       if text == ":=":
-        bound.add(previous.string)
+        self.line.bound.add(previous.string)
       self._reset()
-    elif kind == tokenize.OP or (kind == tokenize.NAME and
-                                 text in _LINKING_KEYWORDS) or (
-                                     kind == tokenize.STRING and
-                                     previous.type == tokenize.STRING):
+    else:
       self._link(trailer=text == ".")
-    if text == "." and previous.type == tokenize.NAME:
-      self.owner = previous.string
-    if text == "for":
-      self.for_target = True
-    elif text == "in":
-      self.for_target = False
-    if kind == tokenize.NAME and not keyword.iskeyword(text):
-      if self.binding or self.for_target or previous.string == "as" or (
-          self.line.first in _BINDING_STATEMENTS):
-        bound.add(text)
-      if previous.string == "." and text.startswith("_") and self.owner:
-        self.line.private_owners.add(self.owner)
-      self.binding = False
-      if len(self.levels) == 1:
-        self.names.append([token, True])
-    self.previous = token
+      if text == "." and previous.type == tokenize.NAME:
+        self.owner = previous.string
 
 
 def logical_lines(source: str) -> List[LogicalLine]:
