@@ -44,10 +44,10 @@ _RELEVANT = re.compile(
     rf"\b(?:{_PRIVATE})\b")
 # A function that may be a float32 getter (`getters.GetterPass`): its second
 # parameter is `name`, or it takes `*args` after the first.
-_GETTER = re.compile(r"\A\s*(?:@.*\n\s*)*(?:async\s+)?def\s+\w+\s*\(\s*\w+"
+_GETTER = re.compile(r"\s*(?:@.*\n\s*)*(?:async\s+)?def\s+\w+\s*\(\s*\w+"
                      r"[^,()]*,\s*(?:name\b|\*(?!\*))")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
-_Span = Tuple[int, int]  # Indices into the logical lines: [start, stop).
+_Span = statements.Span
 
 
 class Reduced:
@@ -87,13 +87,13 @@ class Reduced:
     self._nonce = _nonce(source)
     # Pass 1: the statements that spell a relevant name, and what they spell.
     spelled: Set[str] = set()
-    relevant = self._relevant(_group(self.lines, 0, len(self.lines)),
-                              spelled, top=True)
+    candidates = self._relevant(
+        statements.group(self.lines, 0, len(self.lines)), spelled, top=True)
     # Pass 2: the others that bind (or read a private attribute of) one of
     # those names; then those that bind a name these spell (`cls = ...;
     # opt = cls()`).
     for _ in range(2):
-      needed = [span for span in relevant.left_out
+      needed = [span for span in candidates
                 if self._needs(span, spelled)]
       for span in needed:
         spelled.update(_IDENTIFIER.findall(self._span_text(span)))
@@ -102,12 +102,12 @@ class Reduced:
     # `compile` call per statement would cost more than the tokenizer), each
     # statement of a run that does not compile on its own.
     for run in _merged(self.lines, [
-        span for span in relevant.left_out
+        span for span in candidates
         if not self._needs(span, spelled)], self._size, _COMPILED_AT_ONCE):
       if self._compiles(run):
         left_out.append(run)
       else:
-        left_out += [span for span in _group(self.lines, *run)
+        left_out += [span for span in statements.group(self.lines, *run)
                      if self._compiles(span)]
     if left_out:
       self._build(left_out)
@@ -136,32 +136,31 @@ class Reduced:
     index = bisect.bisect_left(self._matches, start)
     return index < len(self._matches) and self._matches[index] < stop
 
-  def _relevant(self, units: List[_Span], spelled: Set[str], top=False):
-    """Sorts `units` into kept and left out (pass 1); adds to `spelled`."""
-    found = _Sorted()
-    for span in units:
-      start, stop = span
-      first, last = self._line_range(span)
-      if (top and start == 0) or not self._spells(first, last):
-        (found.kept if top and start == 0 else found.left_out).append(span)
-        if top and start == 0:
-          spelled.update(_IDENTIFIER.findall(self._span_text(span)))
+  def _relevant(self, units: List[_Span], spelled: Set[str],
+                top: bool = False) -> List[_Span]:
+    """Pass 1: the statements of `units` (and, in those kept, of their
+    blocks) that spell no relevant name; adds to `spelled` what the kept
+    ones spell."""
+    left_out: List[_Span] = []
+    for start, stop in units:
+      first, last = self._line_range((start, stop))
+      if not (top and start == 0) and not self._spells(first, last):
+        left_out.append((start, stop))
         continue
-      header = [i for i in range(start, stop)
-                if self.lines[i].depth == self.lines[start].depth]
-      blocks = _blocks(self.lines, start, stop)
-      if not blocks or _GETTER.match(self._span_text(span)):
-        spelled.update(_IDENTIFIER.findall(self._span_text(span)))
+      blocks = statements.blocks(self.lines, start, stop)
+      if (top and start == 0) or not blocks or _GETTER.match(
+          self.source, self._offsets[first - 1]):
+        spelled.update(_IDENTIFIER.findall(self._span_text((start, stop))))
         continue  # Kept whole.
-      for i in header:  # What a header spells counts if it is relevant.
-        first, last = self._line_range((i, i + 1))
-        if self._spells(first, last):
-          spelled.update(_IDENTIFIER.findall(
-              "".join(self._text[first - 1:last - 1])))
+      for i in range(start, stop):  # Its clauses' headers, if relevant.
+        if self.lines[i].depth == self.lines[start].depth:
+          first, last = self._line_range((i, i + 1))
+          if self._spells(first, last):
+            spelled.update(_IDENTIFIER.findall(self._span_text((i, i + 1))))
       for block in blocks:
-        inner = self._relevant(_group(self.lines, *block), spelled)
-        found.left_out += inner.left_out
-    return found
+        left_out += self._relevant(statements.group(self.lines, *block),
+                                   spelled)
+    return left_out
 
   def _needs(self, span: _Span, spelled: Set[str]) -> bool:
     """Whether a statement left out so far binds or reads what is kept."""
@@ -231,47 +230,6 @@ class Reduced:
 _MAX_BLOCKS = 200
 # Characters of left-out statements compiled in one call.
 _COMPILED_AT_ONCE = 65_536
-
-
-class _Sorted:
-
-  def __init__(self):
-    self.kept: List[_Span] = []
-    self.left_out: List[_Span] = []
-
-
-def _group(lines: List[statements.LogicalLine], start: int,
-           stop: int) -> List[_Span]:
-  """The statements among lines [start, stop) of one block: each with its
-  decorators, its other clauses (`elif`, `except`...) and its blocks."""
-  units, index = [], start
-  while index < stop:
-    first, depth = index, lines[index].depth
-    while lines[index].first == "@" and index + 1 < stop and (
-        lines[index + 1].depth == depth):
-      index += 1
-    index += 1
-    while index < stop and (lines[index].depth > depth or (
-        lines[index].first in statements.CONTINUATIONS and
-        lines[index].depth == depth)):
-      index += 1
-    units.append((first, index))
-  return units
-
-
-def _blocks(lines: List[statements.LogicalLine], start: int,
-            stop: int) -> List[_Span]:
-  """The blocks of the compound statement at lines [start, stop)."""
-  blocks, depth, index = [], lines[start].depth, start
-  while index < stop:
-    if lines[index].depth > depth:
-      first = index
-      while index < stop and lines[index].depth > depth:
-        index += 1
-      blocks.append((first, index))
-    else:
-      index += 1
-  return blocks
 
 
 def _merged(lines: List[statements.LogicalLine], spans: List[_Span],

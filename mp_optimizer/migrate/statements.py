@@ -1,25 +1,27 @@
 """A module's statements, read with Python's tokenizer in one pass.
 
 `chunks.Reduced` decides, statement by statement, what libcst has to parse;
-`logical_lines` gives it what that takes, in time and memory linear in the
+`logical_lines` gives it what that takes (and `group`/`blocks` the
+statements and blocks they form), in time and memory linear in the
 source: where each logical line starts, how deep it is indented, its first
 token, the names it may bind, the names whose private attributes it reads,
 and how deeply libcst's tree will nest there (`nesting`).
 
 `nesting` estimates the depth of libcst's tree at a line, from above: one
 level per enclosing block and per `elif` before it in its `if` statement
-(libcst nests each `elif` in the one before), one per open bracket, and one
-per operator, `.`, call or subscript, keyword operator (`and`, `if`, `not`,
-...) and implicitly joined string between two commas (or `:`, `=`) of the
-same bracket (libcst nests `a + b + c` as `(a + b) + c`). A flat list of a
-million items nests 2 deep; `x0 + x1 + ... + x999` 1,000 deep.
+(libcst nests each `elif` in the one before), one per open bracket, one per
+operator (`+`, `.`, `and`, `if`, ...) or implicitly joined string since the
+last `,`, `:` or `=` of the same bracket (libcst nests `a + b + c` as
+`(a + b) + c`), and one per trailer (`.x`, a call, a subscript) since the
+last operator. A flat list of a million items nests 2 deep; `x0 + x1 + ... +
+x999` 1,000 deep.
 """
 
 import dataclasses
 import io
 import keyword
 import tokenize
-from typing import List, Set
+from typing import List, Set, Tuple
 
 _OPENING, _CLOSING = "([{", ")]}"
 # Tokens after which `(` or `[` is a call or a subscript, not a new value.
@@ -33,6 +35,7 @@ _LINKING_KEYWORDS = frozenset({"and", "or", "not", "in", "is", "if", "else",
 _BINDING_STATEMENTS = frozenset({"import", "from", "global", "nonlocal", "del",
                                  "case"})
 CONTINUATIONS = frozenset({"elif", "else", "except", "finally"})
+Span = Tuple[int, int]  # Indices of logical lines: [start, stop).
 
 
 @dataclasses.dataclass
@@ -194,3 +197,35 @@ def logical_lines(source: str) -> List[LogicalLine]:
     e.lines = lines
     raise
   return lines
+
+
+def group(lines: List[LogicalLine], start: int, stop: int) -> List[Span]:
+  """The statements among lines [start, stop) of one block: each with its
+  decorators, its other clauses (`elif`, `except`...) and its blocks."""
+  units, index = [], start
+  while index < stop:
+    first, depth = index, lines[index].depth
+    while lines[index].first == "@" and index + 1 < stop and (
+        lines[index + 1].depth == depth):
+      index += 1
+    index += 1
+    while index < stop and (lines[index].depth > depth or (
+        lines[index].first in CONTINUATIONS and
+        lines[index].depth == depth)):
+      index += 1
+    units.append((first, index))
+  return units
+
+
+def blocks(lines: List[LogicalLine], start: int, stop: int) -> List[Span]:
+  """The blocks of the compound statement at lines [start, stop)."""
+  found, depth, index = [], lines[start].depth, start
+  while index < stop:
+    if lines[index].depth > depth:
+      first = index
+      while index < stop and lines[index].depth > depth:
+        index += 1
+      found.append((first, index))
+    else:
+      index += 1
+  return found
