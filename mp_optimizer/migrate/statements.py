@@ -10,7 +10,7 @@ and how deeply libcst's tree will nest there (`nesting`).
 `nesting` estimates the depth of libcst's tree at a line, from above: one
 level per enclosing block and per `elif` before it in its `if` statement
 (libcst nests each `elif` in the one before), one per open bracket, one per
-operator (`+`, `.`, `and`, `if`, ...) or implicitly joined string since the
+operator (`+`, `and`, `if`, ...) or implicitly joined string since the
 last `,`, `:` or `=` of the same bracket (libcst nests `a + b + c` as
 `(a + b) + c`), and one per trailer (`.x`, a call, a subscript) since the
 last operator. A flat list of a million items nests 2 deep; `x0 + x1 + ... +
