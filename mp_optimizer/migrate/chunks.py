@@ -87,6 +87,7 @@ class Reduced:
     self._nonce = _nonce(source)
     # Pass 1: the statements that spell a relevant name, and what they spell.
     spelled: Set[str] = set()
+    self._assigned: Set[str] = set()  # What the statements kept may bind.
     candidates = self._relevant(
         statements.group(self.lines, 0, len(self.lines)), spelled, top=True)
     # Pass 2: the others that bind (or read a private attribute of) one of
@@ -151,22 +152,35 @@ class Reduced:
       if (top and start == 0) or not blocks or _GETTER.match(
           self.source, self._offsets[first - 1]):
         spelled.update(_IDENTIFIER.findall(self._span_text((start, stop))))
+        for line in self.lines[start:stop]:
+          self._assigned.update(line.bound)
         continue  # Kept whole.
       for i in range(start, stop):  # Its clauses' headers, if relevant.
         if self.lines[i].depth == self.lines[start].depth:
           first, last = self._line_range((i, i + 1))
           if self._spells(first, last):
             spelled.update(_IDENTIFIER.findall(self._span_text((i, i + 1))))
+            self._assigned.update(self.lines[i].bound)
       for block in blocks:
         left_out += self._relevant(statements.group(self.lines, *block),
                                    spelled)
     return left_out
 
   def _needs(self, span: _Span, spelled: Set[str]) -> bool:
-    """Whether a statement left out so far binds or reads what is kept."""
-    return any(not spelled.isdisjoint(line.bound) or
-               not spelled.isdisjoint(line.private_owners)
-               for line in self.lines[span[0]:span[1]])
+    """Whether a statement left out so far binds a name the kept ones
+    spell (in its own scope: not inside a function or class it defines,
+    but for `global`), or reads a private attribute of a name they bind."""
+    inner = None  # The depth of the function or class being skipped.
+    for line in self.lines[span[0]:span[1]]:
+      if inner is not None and line.depth <= inner:
+        inner = None
+      if not self._assigned.isdisjoint(line.private_owners) or (
+          (inner is None or line.first in ("global", "nonlocal")) and
+          not spelled.isdisjoint(line.bound)):
+        return True
+      if inner is None and line.first in ("def", "class"):
+        inner = line.depth
+    return False
 
   def _compiles(self, span: _Span) -> bool:
     """Whether Python compiles the statement; what it does not goes to

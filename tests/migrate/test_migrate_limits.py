@@ -138,6 +138,16 @@ class LongFunctionTest(parameterized.TestCase):
     self.assertGreater(len(shape(_function(3000))), limits.MAX_PARSED)
     compile(shape(_function(3000)), "long", "exec")
 
+  def test_what_an_unrelated_class_binds_in_its_methods_is_left_out(self):
+    unrelated = ("class Config{i}(object):\n"
+                 "  def __init__(self, x, m):\n"
+                 "    self.x, self._m = x, m\n\n")
+    sources = [_TF + "".join(unrelated.format(i=i) for i in range(n)) +
+               _function(0) for n in (1, 100)]
+    reduced = [chunks.Reduced(source).source for source in sources]
+    self.assertEqual(reduced[0], reduced[1])
+    self.assertNotIn("Config", reduced[1])
+
   def test_a_long_function_converts_and_keeps_its_text(self):
     source = _function(3000)
     converted, found, parses = _convert(source)
