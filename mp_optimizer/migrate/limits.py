@@ -4,7 +4,9 @@ After `chunks.Reduced` has left out what cannot matter, libcst still parses
 the rest whole, and three shapes of it cost more than the input's size
 (measured by `benchmarks/codemod_shapes.py`):
 
-* size: libcst's tree takes about a kilobyte of memory per byte of source;
+* size: libcst takes about a kilobyte of memory per character of source,
+  and on dense code up to a millisecond (100 KB of `;`-joined statements:
+  90 s on a busy 2-core machine);
 * nesting: libcst's native parser takes time that grows faster than the
   length of a long `+` chain or `elif` chain (2,000 terms: seconds; 8,000:
   a crash), and its visitors recurse once per level;
@@ -24,7 +26,7 @@ from mp_optimizer.migrate import chunks
 from mp_optimizer.migrate import findings
 
 # Characters of source given to libcst.
-MAX_PARSED = 150_000
+MAX_PARSED = 60_000
 # libcst tree levels (`statements.LogicalLine.nesting`).
 MAX_NESTING = 200
 # Pairs of (assignment, use) of one name, summed over names assigned more
