@@ -61,16 +61,16 @@ def too_large(reduced: chunks.Reduced) -> Optional[findings.Finding]:
   Returns:
     A finding, or None if the file may be parsed.
   """
+  kept = [reduced.lines[i] for i in reduced.kept]
+  deepest = max(kept, key=lambda line: line.nesting, default=None)
+  if deepest is not None and deepest.nesting > MAX_NESTING:
+    return too_deep(deepest.start, deepest.nesting)
   size = len(reduced.source)
   if size > MAX_PARSED:
     return findings.Finding(1, (
         f"too large to convert safely: {size:,} characters of it would have "
         "to be parsed (the statements that spell a mixed-precision name and "
         f"what they use), more than {MAX_PARSED:,}; {_WHAT}"))
-  kept = [reduced.lines[i] for i in reduced.kept]
-  deepest = max(kept, key=lambda line: line.nesting, default=None)
-  if deepest is not None and deepest.nesting > MAX_NESTING:
-    return too_deep(deepest.start, deepest.nesting)
   bindings = collections.Counter(name for line in kept for name in line.bound)
   repeated = {name: count for name, count in bindings.items() if count > 1}
   if not repeated:
