@@ -21,7 +21,8 @@
 #   make bench   overhead benchmarks, the opt-in options, mp_optimizer.horovod on two
 #                processes, then the growth with the number of variables (writes
 #                BENCHMARKS.md and docs/scaling.png)
-#   make bench-codemod  mp-optimizer-migrate on a big file and a model-zoo tree
+#   make bench-codemod  mp-optimizer-migrate on a big file and a model-zoo tree,
+#                then on hostile shapes (long, deep, repetitive: 5 MB each)
 #   make soak    20,000-step soak run
 #   make test-horovod  TF 2.15 + Horovod built from source (about 12 minutes); also
 #                runs the same script on mp_optimizer.horovod (TF 2.21) and compares
@@ -179,6 +180,7 @@ bench: $(VENV)/tf$(NEWEST)/.ready
 
 bench-codemod: $(VENV)/tf$(NEWEST)/.ready
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/codemod_speed.py
+	$(VENV)/tf$(NEWEST)/bin/python benchmarks/codemod_shapes.py
 
 soak: $(VENV)/tf$(NEWEST)/.ready
 	$(VENV)/tf$(NEWEST)/bin/python -m pytest tests -q -p no:cacheprovider \

@@ -1,7 +1,10 @@
 """`convert()`: one module's source through the passes, in order.
 
 0. `names.might_use_legacy`: a source that spells no legacy name is returned
-   as it is, unparsed.
+   as it is, unparsed; `chunks.Reduced` leaves out the statements that
+   cannot matter; `limits.too_large`: what is left is parsed only if it is
+   small and shallow enough to convert in time linear in the file's size
+   (else the file is returned as it is, with a finding).
 1. `resolve.package_refs`: the names `mp_optimizer` and `managers` will go by.
 2. `expressions.ExpressionPass`: dotted legacy references are rewritten.
 3. `findings.FindingsPass`: what no rewrite can fix is reported;
@@ -26,6 +29,7 @@ from mp_optimizer.migrate import expressions
 from mp_optimizer.migrate import findings
 from mp_optimizer.migrate import getters
 from mp_optimizer.migrate import imports
+from mp_optimizer.migrate import limits
 from mp_optimizer.migrate import names
 from mp_optimizer.migrate import new_imports
 from mp_optimizer.migrate import openseq2seq
@@ -51,6 +55,18 @@ def convert(source: str) -> Tuple[str, List[findings.Finding]]:
   if not names.might_use_legacy(data):
     return source, []  # Nothing to convert or report: not even parsed.
   reduced = chunks.Reduced(source)
+  refused = limits.too_large(reduced)
+  if refused is not None:
+    return source, [refused]
+  try:
+    return _convert(source, data, reduced)
+  except RecursionError:  # Deeper than `limits` could tell.
+    return source, [limits.too_deep(1, None)]
+
+
+def _convert(source: str, data: bytes, reduced: chunks.Reduced
+             ) -> Tuple[str, List[findings.Finding]]:
+  """`convert` for a source small and shallow enough to parse."""
   # The tree is ours alone: no need for the wrapper's defensive deep copy.
   wrapper = metadata.MetadataWrapper(cst.parse_module(reduced.source),
                                      unsafe_skip_copy=True)
@@ -67,7 +83,7 @@ def convert(source: str) -> Tuple[str, List[findings.Finding]]:
   openseq2seq_pass = openseq2seq.OpenSeq2SeqPass(reduced.line)
   if scalers.mentions(data):  # The pass visits every name: only if needed.
     wrapper.visit(openseq2seq_pass)
-  module = imports.rewrite_imports(module)
+  module = imports.rewrite_imports(module, reduced.names_left_out())
   if expression_pass.needed:
     module = new_imports.add(module, expression_pass.needed, refs)
   found = (set(expression_pass.findings) | set(findings_pass.findings) |

@@ -4,7 +4,7 @@ It runs after the expression pass, on the module that pass returned;
 `new_imports` then adds the imports the rewritten code needs.
 """
 
-from typing import Set
+from typing import AbstractSet, Set
 
 import libcst as cst
 
@@ -12,20 +12,24 @@ from mp_optimizer.migrate import names
 from mp_optimizer.migrate.resolve import source_text
 
 
-def rewrite_imports(module: cst.Module) -> cst.Module:
+def rewrite_imports(module: cst.Module,
+                    used_elsewhere: AbstractSet[str] = frozenset()
+                    ) -> cst.Module:
   """Rewrites `module`'s imports of the legacy API.
 
   Args:
     module: A module whose other references the expression pass has already
       rewritten, so that an import of a legacy module can be dropped when
       nothing uses the name it binds any more.
+    used_elsewhere: Names the file's code left out of `module` may use
+      (`chunks.Reduced.names_left_out`).
 
   Returns:
     The module with its imports rewritten.
   """
   collector = _NameCollector()
   module.visit(collector)
-  return module.visit(_ImportPass(collector.found))
+  return module.visit(_ImportPass(collector.found | used_elsewhere))
 
 
 class _NameCollector(cst.CSTVisitor):

@@ -13,6 +13,8 @@ import sys
 from absl.testing import absltest
 from absl.testing import parameterized
 
+from benchmarks import codemod_shapes
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
@@ -85,6 +87,23 @@ class SmokeTest(parameterized.TestCase):
 
   def test_codemod_speed(self):
     self.assertIn("one file", self._run("codemod_speed.py", "--scale", "0.001"))
+
+  def test_codemod_shapes_table(self):
+    printed = self._run("codemod_shapes.py", "--size", "3000")
+    rows = [line for line in printed.splitlines() if line.startswith("| ")]
+    self.assertEqual(rows[0], "| shape | size | seconds | peak MiB | outcome |")
+    self.assertLen(rows, len(codemod_shapes.SHAPES) + 1)
+    for row, name in zip(rows[1:], codemod_shapes.SHAPES):
+      self.assertStartsWith(row, f"| {name} | 0.00 MB | ")
+      self.assertRegex(row, r"\| exit [01]: ")
+
+  @parameterized.named_parameters(
+      (name, name) for name in sorted(codemod_shapes.SHAPES))
+  def test_codemod_shape_is_python_of_the_size_asked(self, name):
+    source = codemod_shapes.SHAPES[name](5000)
+    self.assertBetween(len(source), 5000, 5000 + 600)
+    compile(source, name, "exec")
+    self.assertIn("tf.contrib.mixed_precision.", source)
 
 
 if __name__ == "__main__":
