@@ -32,14 +32,15 @@ from mp_optimizer.migrate import names
 from mp_optimizer.migrate import statements
 
 # What a statement must spell to be parsed: the file filter's legacy
-# spellings, the library's own names (a converted file, run again), contrib's
-# private members (also a method that overrides one), NVIDIA's environment
-# variables, and OpenSeq2Seq's loss scaling (its scalers, its optimizer
-# wrapper, `optimize_loss`, configs).
+# spellings, the library's own names (a converted file, run again), the
+# manager's two methods (a loss-scale subclass that defines both is not
+# reported), contrib's private members (also a method that overrides one),
+# NVIDIA's environment variables, and OpenSeq2Seq's loss scaling (its
+# scalers, its optimizer wrapper, `optimize_loss`, configs).
 _PRIVATE = "|".join(sorted(names.LEGACY_PRIVATE))
 _RELEVANT = re.compile(
     r"mixed_precision|LossScale|experimental|getter|mp_optimizer|managers|"
-    r"get_loss_scale|TF_ENABLE_AUTO_MIXED_PRECISION|import|Scaler|"
+    r"(?:get|update)_loss_scale|TF_ENABLE_AUTO_MIXED_PRECISION|import|Scaler|"
     r"loss_scaling|MixedPrecisionOptimizerWrapper|optimize_loss|"
     rf"\b(?:{_PRIVATE})\b")
 # A function that may be a float32 getter (`getters.GetterPass`): its second
