@@ -68,6 +68,8 @@ class KerasStyleNames:
   ) -> Union[tf.Tensor, Callable[[], tf.Tensor]]:
     """Returns `loss * S` (in the loss's dtype), for use with tf.gradients.
 
+    With `managers.NoLossScale` it returns `loss` itself (no op is built).
+
     As in Keras, a callable `loss` gives a callable that returns its result
     times S.
 
@@ -80,6 +82,8 @@ class KerasStyleNames:
     if callable(loss):
       return lambda: self.get_scaled_loss(loss())
     loss = scaling.check_loss(loss)
+    if not self.loss_scale_manager.scales_loss:
+      return loss
     return scaling.scale_loss(loss, read_loss_scale(self.loss_scale_manager))
 
   scale_loss = get_scaled_loss
@@ -88,10 +92,14 @@ class KerasStyleNames:
       self, grads: Iterable[tensors.Gradient]) -> List[tensors.Gradient]:
     """Returns gradients of a scaled loss multiplied by 1/S (None kept).
 
+    With `managers.NoLossScale` it returns them as they are (a new list).
+
     Raises:
       RuntimeError: Under eager execution.
     """
     tensors.require_graph("LossScaleOptimizer.get_unscaled_gradients")
+    if not self.loss_scale_manager.scales_loss:
+      return list(grads)
     return scaling.unscale(list(grads), read_loss_scale(self.loss_scale_manager),
                            stack=self.loss_scale_manager.skips_nonfinite_steps)
 
