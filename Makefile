@@ -18,8 +18,9 @@
 #                (TESTS=tests/managers or PYTEST_ARGS="-k amax" narrow it)
 #   make docs    the documentation site into site/ (MkDocs, warnings as
 #                errors); open site/index.html
-#   make bench   overhead benchmarks, the opt-in options, then the growth with the number of
-#                variables (writes BENCHMARKS.md and docs/scaling.png)
+#   make bench   overhead benchmarks, the opt-in options, bfloat16 vs float32,
+#                then the growth with the number of variables (writes
+#                BENCHMARKS.md and docs/scaling.png)
 #   make bench-codemod  mp-optimizer-migrate on a big file and a model-zoo tree
 #   make soak    20,000-step soak run
 #   make test-horovod  TF 2.15 + Horovod built from source (about 12 minutes)
@@ -172,6 +173,7 @@ test-horovod: $(VENV)/horovod/.ready
 bench: $(VENV)/tf$(NEWEST)/.ready
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/overhead.py
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/options.py
+	$(VENV)/tf$(NEWEST)/bin/python benchmarks/bfloat16.py
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/scaling.py
 
 bench-codemod: $(VENV)/tf$(NEWEST)/.ready

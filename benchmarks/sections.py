@@ -1,7 +1,7 @@
 """Sections of BENCHMARKS.md that one runner writes and the others keep.
 
-`overhead.py` rewrites the file's head; `options.py` and `scaling.py` each
-own a section between their markers, which the others carry over as they
+`overhead.py` rewrites the file's head; `options.py`, `bfloat16.py` and
+`scaling.py` each own a section between their markers, which the others carry over as they
 stand.
 """
 
@@ -9,6 +9,8 @@ import os
 
 OPTIONS_BEGIN = "<!-- options: written by benchmarks/options.py -->"
 OPTIONS_END = "<!-- options: end -->"
+BFLOAT16_BEGIN = "<!-- bfloat16: written by benchmarks/bfloat16.py -->"
+BFLOAT16_END = "<!-- bfloat16: end -->"
 
 
 def _read(path: str) -> str:

@@ -1,7 +1,7 @@
 """The command line: finds the files, converts them, prints diffs and findings.
 
-    mp-optimizer-migrate [--in-place] [--jobs N] PATH...
-    python -m mp_optimizer.migrate [--in-place] [--jobs N] PATH...
+    mp-optimizer-migrate [--in-place] [--jobs N] [--precision P] PATH...
+    python -m mp_optimizer.migrate [--in-place] [--jobs N] [--precision P] PATH...
 
 A file that cannot refer to the legacy API is never parsed
 (`names.might_use_legacy`); the rest are converted by up to `--jobs` worker
@@ -53,21 +53,21 @@ def _unreadable(path: str, error: OSError) -> files.Result:
   return files.Result(2, err=[f"{path}: cannot read: {error.strerror or error}"])
 
 
-def _skip(path: str) -> Optional[files.Result]:
+def _skip(path: str, precision: str) -> Optional[files.Result]:
   """The result for a file that needs no parsing, or None if it does."""
   try:
     data = files.read(path)
   except OSError as e:  # Gone, unreadable, a dangling link, a FIFO.
     return _unreadable(path, e)
-  return None if names.might_use_legacy(data) else files.Result()
+  return None if files.wanted(data, precision) else files.Result()
 
 
-def _convert(path: str, in_place: bool) -> files.Result:
+def _convert(path: str, in_place: bool, precision: str) -> files.Result:
   try:
     data = files.read(path)
   except OSError as e:
     return _unreadable(path, e)
-  return files.process(path, data, in_place)
+  return files.process(path, data, in_place, precision)
 
 
 def _print(result: files.Result, progress: _Progress) -> None:
@@ -85,13 +85,15 @@ def _print(result: files.Result, progress: _Progress) -> None:
       stdout.write(result.out.decode("utf-8", errors="replace"))
 
 
-def _run(paths: List[str], in_place: bool, jobs: int) -> List[files.Result]:
+def _run(paths: List[str], in_place: bool, jobs: int,
+         precision: str = "float16") -> List[files.Result]:
   progress = _Progress(len(paths), sys.stderr)
-  ready = [_skip(path) for path in paths]
+  ready = [_skip(path, precision) for path in paths]
   todo = [path for path, result in zip(paths, ready) if result is None]
   results = []
   with _pool(jobs, len(todo)) as pool:
-    pending = {path: pool.submit(_convert, path, in_place) for path in todo}
+    pending = {path: pool.submit(_convert, path, in_place, precision)
+               for path in todo}
     for done, (path, result) in enumerate(zip(paths, ready), 1):
       if result is None:
         result = pending[path].result()
@@ -175,6 +177,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                       metavar="N", help="worker processes (default: one per "
                       "CPU; 1 converts in this process)")
+  parser.add_argument("--precision", choices=("float16", "bfloat16"),
+                      default="float16", help="bfloat16: also switch the "
+                      "code to the bfloat16 mode (bfloat16 dtypes, "
+                      "managers.NoLossScale(); docs: bfloat16)")
   try:
     args = parser.parse_args(argv)
   except SystemExit as exit_:
@@ -185,7 +191,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 2
   errors: List[str] = []
   paths = list(files.python_files(args.paths, errors))
-  results = _run(paths, args.in_place, args.jobs)
+  results = _run(paths, args.in_place, args.jobs, args.precision)
   status = max([r.status for r in results] + [2 if errors else 0])
   for error in errors:
     print(error, file=sys.stderr)

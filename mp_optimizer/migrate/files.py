@@ -111,19 +111,34 @@ def _syntax_error_line(text: str, path: str, fallback: int) -> str:
   return ""
 
 
-def process(path: str, data: bytes, in_place: bool) -> Result:
+def wanted(data: bytes, precision: str = "float16") -> bool:
+  """Whether `data` may need converting at this `precision` (no parsing)."""
+  return names.might_use_legacy(data) or (
+      precision == "bfloat16" and precision_words(data))
+
+
+def precision_words(data: bytes) -> bool:
+  """Whether `data` spells what `--precision bfloat16` rewrites or reports."""
+  return any(word in data for word in (b"float16", b"half", b"LossScale",
+                                       b"mixed_precision", b"65504"))
+
+
+def process(path: str, data: bytes, in_place: bool,
+            precision: str = "float16") -> Result:
   """Converts one file's `data`; writes it back if `in_place`.
 
   Args:
     path: The file's path, for messages and for writing.
     data: Its bytes, as `read` returned them.
     in_place: Write the converted file instead of returning a diff.
+    precision: "bfloat16" also switches it to the bfloat16 mode
+      (`mp_optimizer.migrate.precision`).
 
   Returns:
     The `Result`.
   """
   result = Result()
-  if not names.might_use_legacy(data):
+  if not wanted(data, precision):
     return result
   # libcst takes longer to import than most files take to filter: a run that
   # finds nothing to parse never loads it.
@@ -133,6 +148,10 @@ def process(path: str, data: bytes, in_place: bool) -> Result:
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     old = data.decode(encoding)
     new, findings = codemod.convert(old)
+    if precision == "bfloat16":
+      from mp_optimizer.migrate import precision as bfloat16  # pylint: disable=import-outside-toplevel
+      new, more = bfloat16.convert(new, bfloat16.original_lines(old, new))
+      findings = sorted(findings + more, key=lambda f: (f.line, f.reason))
   except (SyntaxError, UnicodeDecodeError) as e:
     result.err.append(f"{path}:{getattr(e, 'lineno', None) or 1}: cannot "
                       f"read: {e}")

@@ -68,6 +68,25 @@ class SmokeTest(parameterized.TestCase):
                   "overflow_report=True"):
       self.assertIn(label, text)
 
+  def test_bfloat16_section_with_the_cpu(self):
+    folder = self.create_tempdir().full_path
+    output = os.path.join(folder, "BENCHMARKS.md")
+    pathlib.Path(output).write_text(
+        "# Head\n\n<!-- scaling: written by benchmarks/scaling.py -->\ntail\n",
+        encoding="utf-8")
+    for _ in range(2):  # The second run replaces the first's section.
+      printed = self._run("bfloat16.py", "--smoke", "--seconds", "0",
+                          "--output", output)
+    self.assertIn("interleaved rounds", printed)
+    text = pathlib.Path(output).read_text(encoding="utf-8")
+    self.assertEqual(text.count("## bfloat16 vs float32"), 1)
+    self.assertLess(text.index("## bfloat16 vs float32"),
+                    text.index("<!-- scaling: written"))
+    self.assertIn("bfloat16 flags: ", text)
+    for label in ("float32 (reference)", "oneDNN bfloat16 rewrite",
+                  "bfloat16 model, float32 master weights"):
+      self.assertIn(label, text)
+
   def test_codemod_speed(self):
     self.assertIn("one file", self._run("codemod_speed.py", "--scale", "0.001"))
 
