@@ -77,6 +77,9 @@ class NoLossScaleTest(parameterized.TestCase):
       made = [op for op in graph.get_operations() if op.name not in before]
       plain = tf.gradients(loss, [v for _, v in grads_and_vars])
       self.assertIs(opt.get_scaled_loss(loss), loss)
+      self.assertEqual(opt.get_unscaled_gradients(plain), plain)
+      # Gradients that never saw a scale are not refused: there is none.
+      opt.apply_gradients(zip(plain, [v for _, v in grads_and_vars]))
     self.assertEmpty([op.name for op in made if "scaled" in op.name or
                       "inverse_loss_scale" in op.name])
     self.assertEqual(len(plain), len(grads_and_vars))
