@@ -124,25 +124,9 @@ def main(argv=None) -> None:
       "bfloat16": steps.build(_model(*shape, tf.bfloat16), _train_op)}
   print(f"{_cpu_name()}, bfloat16 flags {mp_optimizer.bfloat16_cpu_flags()}, "
         f"TF {tf.__version__}")
-  load_start = os.getloadavg()[0]
-  rounds = timing.interleaved({name: step.run
-                               for name, step in contenders.items()},
-                              args.seconds,
-                              min_rounds=1 if args.smoke else timing.MIN_ROUNDS)
-  load = (load_start, os.getloadavg()[0])
-  ratios = {name: timing.ratio(rounds, name, "float32")
-            for name in ("rewrite", "bfloat16")}
-  print(f"{len(rounds['float32'])} interleaved rounds; float32 step "
-        f"{timing.step_seconds(rounds, 'float32') * 1e3:.3f} ms")
-  for name, r in ratios.items():
-    print(f"  {name:9s}/ float32: median {r.median:.4f} (quartiles "
-          f"{r.low:.4f}-{r.high:.4f}; 95% CI of the median {r.ci_low:.4f}-"
-          f"{r.ci_high:.4f})")
-  for name, step in contenders.items():
-    if step.steps_applied() != step.runs:
-      raise RuntimeError(f"{name}: {step.runs - step.steps_applied()} steps "
-                         "were skipped; the benchmark needs clean steps")
-    step.close()
+  rounds, ratios, load = steps.side_by_side(contenders, "float32",
+                                            args.seconds, args.smoke)
+  steps.close_clean(contenders)
   if args.output:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     sections.replace(os.path.join(root, args.output), sections.BFLOAT16_BEGIN,

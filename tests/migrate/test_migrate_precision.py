@@ -19,6 +19,7 @@ from mp_optimizer import migrate
 
 TF = "import tensorflow as tf\n"
 CONTRIB = "tf.contrib.mixed_precision."
+BFLOAT16 = ("--precision", "bfloat16")
 
 
 class PrecisionOptionTest(parameterized.TestCase):
@@ -51,8 +52,7 @@ class PrecisionOptionTest(parameterized.TestCase):
        '1: notice: dtype "half" -> "bfloat16"'),
   )
   def test_dtypes_become_bfloat16(self, line, expected, notice):
-    status, converted, lines = self._migrate(TF + line, "--precision",
-                                             "bfloat16")
+    status, converted, lines = self._migrate(TF + line, *BFLOAT16)
     self.assertEqual(converted, TF + expected)
     self.assertEqual(status, 0)
     self.assertLen(lines, 1)
@@ -84,8 +84,7 @@ class PrecisionOptionTest(parameterized.TestCase):
        "o = mp_optimizer.enable_bfloat16_graph_rewrite(opt)\n"),
   )
   def test_loss_scaling_becomes_the_bfloat16_mode(self, line, expected):
-    status, converted, lines = self._migrate(TF + line, "--precision",
-                                             "bfloat16")
+    status, converted, lines = self._migrate(TF + line, *BFLOAT16)
     self.assertTrue(converted.endswith("\n" + expected), converted)
     self.assertEqual(status, 0)
     self.assertTrue(any("notice:" in found and ("NoLossScale" in found or
@@ -104,8 +103,7 @@ class PrecisionOptionTest(parameterized.TestCase):
        "`FixedLossScaleManager(...)`: replace it with managers.NoLossScale()"),
   )
   def test_what_cannot_change_is_a_finding(self, text, reason):
-    status, converted, lines = self._migrate(TF + text, "--precision",
-                                             "bfloat16")
+    status, converted, lines = self._migrate(TF + text, *BFLOAT16)
     self.assertEqual(status, 1)
     last = len((TF + text).splitlines())
     self.assertIn(f"{last}: {reason}", [line[:len(f"{last}: {reason}")]
@@ -123,7 +121,7 @@ class PrecisionOptionTest(parameterized.TestCase):
         "      tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager(\n"
         "          2**15, 2000))\n"
         "  return w, opt, opt.minimize(loss)\n")
-    status, converted, _ = self._migrate(script, "--precision", "bfloat16")
+    status, converted, _ = self._migrate(script, *BFLOAT16)
     self.assertEqual(status, 0)
     namespace = {}
     exec(compile(converted, "model.py", "exec"), namespace)  # pylint: disable=exec-used
