@@ -34,9 +34,11 @@ END = "<!-- end of digits demo results -->"
 
 
 def by_name(results: dict) -> Dict[str, dict]:
-  """Returns the results' rows by run name; each of `RUNS` must be there."""
+  """Returns the results' rows by run name; each of `RUNS` must be there,
+  unless `results["not_run"]` says why it was not run."""
   rows = {row["name"]: row for row in results["rows"]}
-  missing = [name for name in RUNS if name not in rows]
+  missing = [name for name in RUNS
+             if name not in rows and name not in results.get("not_run", {})]
   if missing:
     raise ValueError(f"the results have no row for {', '.join(missing)}")
   return rows
@@ -45,7 +47,8 @@ def by_name(results: dict) -> Dict[str, dict]:
 def problems(results: dict) -> List[str]:
   """What keeps the run from showing the story; empty if it shows it."""
   rows = by_name(results)
-  fp32, fp16, scaled, bf16 = (rows[name]["accuracy"] for name in RUNS)
+  fp32, fp16, scaled = (rows[name]["accuracy"] for name in RUNS[:3])
+  bf16 = rows["bf16"]["accuracy"] if "bf16" in rows else fp32
   found = []
   if fp32 - fp16 <= UNSCALED_GAP:
     found.append(
@@ -68,30 +71,40 @@ def verdict(results: dict) -> Tuple[bool, str]:
   if found:
     return False, "The demo's effect did not show: " + "; ".join(found) + "."
   rows = by_name(results)
-  fp32, fp16, scaled, bf16 = (rows[name]["accuracy"] for name in RUNS)
+  fp32, fp16, scaled = (rows[name]["accuracy"] for name in RUNS[:3])
   return True, (
       f"Float16 without loss scaling reached {fp16:.2f}% test accuracy "
       f"({rows['fp16']['zeros']:.2f}% of its gradient entries were zero in "
       f"float16), {fp32 - fp16:.2f} points below float32's {fp32:.2f}%; with "
-      f"dynamic loss scaling it reached {scaled:.2f}%. bfloat16, with no loss "
-      f"scale, reached {bf16:.2f}% ({_percent(rows['bf16']['zeros'])} of its "
-      f"gradient entries zero in bfloat16, {rows['bf16']['skipped']} skipped "
-      "steps).")
+      f"dynamic loss scaling it reached {scaled:.2f}%. " + _bfloat16(results))
+
+
+def _bfloat16(results: dict) -> str:
+  """The verdict's sentence on the bfloat16 run."""
+  row = by_name(results).get("bf16")
+  if row is None:
+    return f"bfloat16 was not run: {results['not_run']['bf16']}."
+  return (f"bfloat16, with no loss scale, reached {row['accuracy']:.2f}% "
+          f"({_percent(row['zeros'])} of its gradient entries zero in "
+          f"bfloat16, {row['skipped']} skipped steps).")
 
 
 def title(results: dict) -> str:
   """The picture's title, two lines: the accuracies and what they show."""
   rows = by_name(results)
-  fp32, fp16, scaled, bf16 = (rows[name]["accuracy"] for name in RUNS)
+  fp32, fp16, scaled = (rows[name]["accuracy"] for name in RUNS[:3])
+  bf16 = rows["bf16"]["accuracy"] if "bf16" in rows else None
   found = problems(results)
   if found:
     return "The demo's effect did not show:\n" + ";\n".join(found)
   return (f"Test accuracy: float32 {fp32:.2f}%, float16 {fp16:.2f}% "
           f"({rows['fp16']['zeros']:.2f}% of its gradient entries zero), "
-          f"float16 + loss scaling {scaled:.2f}%, bfloat16 {bf16:.2f}%\n"
+          f"float16 + loss scaling {scaled:.2f}%, bfloat16 "
+          + ("not run" if bf16 is None else f"{bf16:.2f}%") + "\n"
           f"Unscaled float16 falls {fp32 - fp16:.2f} points behind float32; "
-          f"with dynamic loss scaling it ends {_gap(scaled, fp32)} it, "
-          f"bfloat16 without a scale {_gap(bf16, fp32)} it")
+          f"with dynamic loss scaling it ends {_gap(scaled, fp32)} it"
+          + ("" if bf16 is None else
+             f", bfloat16 without a scale {_gap(bf16, fp32)} it"))
 
 
 def _gap(accuracy: float, reference: float) -> str:
@@ -130,7 +143,11 @@ def table(results: dict) -> List[str]:
            "precision telemetry | skipped steps | final loss scale |",
            "|---|---:|---:|---:|---:|---:|---:|"]
   for name in RUNS:
-    row = by_name(results)[name]
+    row = by_name(results).get(name)
+    if row is None:
+      lines.append(f"| {name} | not run: {results['not_run'][name]} |"
+                   + " – |" * 5)
+      continue
     lines.append(f"| {name} | {row['accuracy']:.2f}% | {row['loss']:.4f} | "
                  f"{_percent(row['zeros'])} | "
                  f"{_percent(row['telemetry_zeros'], _no_telemetry(row))} | "

@@ -51,6 +51,21 @@ SIXTEEN_BITS = (tf.float16, tf.bfloat16)
 ENVIRONMENT = ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA")
 
 
+def bfloat16_blocked() -> Optional[str]:
+  """Why the bfloat16 run cannot run in this process, or None.
+
+  With oneDNN's ops on (TF's default on x86-64), `ONEDNN_MAX_CPU_ISA` capped
+  below AVX-512 makes oneDNN refuse a bfloat16 matmul that TensorFlow chose
+  it for by the CPU's own flags, and the process aborts.
+  """
+  isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+  if (os.environ.get("TF_ENABLE_ONEDNN_OPTS") == "0" or not isa or
+      isa.startswith(("AVX512", "AVX10", "ALL", "DEFAULT"))):
+    return None
+  return (f"ONEDNN_MAX_CPU_ISA={os.environ['ONEDNN_MAX_CPU_ISA']} caps "
+          "oneDNN below AVX-512, where TensorFlow aborts on a bfloat16 matmul")
+
+
 def folder(name: str) -> str:
   """The run's log folder name: fp32, fp16, fp16_loss_scaling, bf16."""
   return name.replace(" + ", "_").replace(" ", "_")
@@ -217,11 +232,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         f"{batch_size} images, each image's cross-entropy weighted "
         f"{demo_report.power_of_two(args.example_weight)}")
   start, histories, rows = time.time(), {}, []
+  blocked = bfloat16_blocked()
+  not_run = {} if blocked is None else {"bf16": blocked}
   for name, dtype, scaling in RUNS:
+    if name in not_run:
+      print(f"  [{name:>19}] not run: {not_run[name]}")
+      continue
     histories[name], row = train(name, dtype, scaling, data, args)
     rows.append(row)
   results = dict(
-      rows=rows, steps=args.steps, batch_size=batch_size,
+      rows=rows, not_run=not_run, steps=args.steps, batch_size=batch_size,
       tensorflow=tf.__version__, wall_time=time.time() - start,
       machine=f"{demo_report.cpu()}, Python {platform.python_version()}",
       environment={key: os.environ.get(key) for key in ENVIRONMENT})

@@ -81,6 +81,17 @@ class VerdictTest(parameterized.TestCase):
                   "gradient entries zero in bfloat16, 0 skipped steps)",
                   shown_bf16)
 
+  def test_bfloat16_not_run_is_said(self):
+    run = results(98.0, 10.0, 98.0)
+    del run["rows"][3]
+    run["not_run"] = {"bf16": "no bfloat16 here"}
+    self.assertTrue(demo_report.verdict(run)[0])
+    self.assertIn("bfloat16 was not run: no bfloat16 here.",
+                  demo_report.verdict(run)[1])
+    self.assertIn("bfloat16 not run", demo_report.title(run))
+    self.assertEqual(demo_report.table(run)[5],
+                     "| bf16 | not run: no bfloat16 here | – | – | – | – | – |")
+
   def test_a_row_is_missing(self):
     run = results(98.0, 10.0, 98.0)
     del run["rows"][1]
