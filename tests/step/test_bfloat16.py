@@ -131,6 +131,25 @@ class NoLossScaleTest(parameterized.TestCase):
         "applied")
     self.assertFalse(os.path.exists(path) and open(path).read())
 
+  def test_hook_line_counts_the_unscaled_skips(self):
+    logged = []
+    path = os.path.join(self.create_tempdir().full_path, "report.txt")
+    run = _Run(self, mp_optimizer.LossScaleOptimizer, path)
+    with run.graph.as_default():
+      hook = mp_optimizer.LossScaleHook(every_n_steps=3)
+      original = v1.logging.info
+      v1.logging.info = lambda fmt, *args: logged.append(fmt % args)
+      self.addCleanup(setattr, v1.logging, "info", original)
+      with v1.train.MonitoredTrainingSession(hooks=[hook]) as session:
+        for value in (1.0, np.inf, 1.0):
+          session.run(run.train_op, {run.poison: value})
+    line = [entry for entry in logged if "headroom" in entry][-1]
+    self.assertIn("skipped for overflow 0, at the floor 0", line)
+    self.assertTrue(line.endswith("; non-finite, unscaled 1"), line)
+    self.assertEqual(
+        list(hook.latest_precision[run.opt.get_name()]["reason_counts"]),
+        [2, 0, 0, 0, 1])
+
   def test_float32_master_weights_of_bfloat16_keep_small_updates(self):
     # 1000 updates of +1e-3 to a weight of 1.0: 2.0 in float32 (by hand),
     # where a bfloat16 weight would stay 1.0 (tests/step/test_compensation).
