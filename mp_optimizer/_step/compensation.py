@@ -19,9 +19,12 @@ c     = total - float32(w)                 # what this rounding lost
 The inner optimizer applies its own update (its slots, its learning rate,
 its `global_step`); only where the update lands changes. This assumes the
 update does not read the weight, which holds for gradient descent, momentum,
-Adam, Adagrad, Adadelta and RMSProp; optimizers whose update reads it (FTRL,
-the proximal ones) are refused. All of it is built inside the step's gate: a
-skipped step moves neither `w` nor `c`.
+Adagrad, Adadelta and RMSProp; optimizers whose update reads it (FTRL, the
+proximal ones) are refused. So is TensorFlow's `AdamOptimizer`: it computes
+its update in the variable's dtype, where 1 - beta2 (1 - 0.999) rounds to 0
+in bfloat16, the second moment stays 0 and the update divides by epsilon.
+All of it is built inside the step's gate: a skipped step moves neither `w`
+nor `c`.
 
 `c` is a slot of `Compensation` (`<variable>/kahan_compensation`), float32 or
 bfloat16, saved by `Saver` and `tf.train.Checkpoint` with the optimizer.
@@ -53,7 +56,7 @@ def check_option(value: Any,
   Raises:
     TypeError: For another type.
     ValueError: For another string, or an `inner` whose update reads the
-      weight.
+      weight, or an `AdamOptimizer` (see the module docstring).
   """
   if value is False:
     return None
@@ -65,6 +68,12 @@ def check_option(value: Any,
   if value not in _DTYPES:
     raise ValueError("`compensated_update` must be True, False, 'float32' or "
                      f"'bfloat16', got {value!r}.")
+  if isinstance(inner, tf.compat.v1.train.AdamOptimizer):
+    raise ValueError(
+        "`compensated_update` cannot help AdamOptimizer: it computes its "
+        "update in the variable's dtype, and in bfloat16 1 - beta2 rounds to "
+        "0, so its first updates divide by epsilon. Keep Adam's variables in "
+        "float32 (`mp_optimizer.float32_master_weights()`).")
   if isinstance(inner, _REFUSED):
     raise ValueError(
         f"`compensated_update` needs an update that does not read the "

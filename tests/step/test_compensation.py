@@ -103,6 +103,20 @@ class CompensationTest(parameterized.TestCase):
     self.assertTrue(any("kahan_compensation" in name
                         for name, _ in tf.train.list_variables(path)))
 
+  def test_tensorflow_adam_on_a_bfloat16_variable_diverges(self):
+    # Why Adam is refused: TensorFlow's own Adam, no wrapper, on the same
+    # bfloat16 weight and gradient. 1 - 0.999 is 0 in bfloat16, so the
+    # second moment stays 0 and the second step divides by epsilon.
+    with tf.Graph().as_default():
+      weight = v1.get_variable("w", initializer=tf.constant([1.0], BF16))
+      train_op = v1.train.AdamOptimizer(UPDATE).minimize(
+          -tf.reduce_sum(tf.cast(weight, F32)))
+      with v1.Session() as session:
+        session.run(v1.global_variables_initializer())
+        for _ in range(2):
+          session.run(train_op)
+        self.assertGreater(float(session.run(weight)[0]), 1000.0)
+
   def test_skipped_step_moves_neither_weight_nor_slot(self):
     run = _Run(self, True)
     run.train(10)
@@ -115,6 +129,8 @@ class CompensationTest(parameterized.TestCase):
   @parameterized.named_parameters(
       ("ftrl", lambda: v1.train.FtrlOptimizer(0.1), True, ValueError,
        "FtrlOptimizer"),
+      ("adam", lambda: v1.train.AdamOptimizer(0.1), True, ValueError,
+       "cannot help AdamOptimizer: .* 1 - beta2 rounds to 0"),
       ("string", lambda: v1.train.AdamOptimizer(0.1), "float16", ValueError,
        "got 'float16'"),
       ("number", lambda: v1.train.AdamOptimizer(0.1), 1, TypeError,
