@@ -33,7 +33,6 @@ from benchmarks import scaling_report
 from benchmarks import sections
 from benchmarks import shapes
 from benchmarks import steps
-from benchmarks import timing
 
 v1 = tf.compat.v1
 
@@ -111,25 +110,9 @@ def main(argv=None) -> None:
   for name, (ops, kernels) in counts.items():
     print(f"  {name:9s} ops in graph {ops:5d}, executed in a clean step "
           f"{kernels:5d}")
-  load_start = os.getloadavg()[0]
-  rounds = timing.interleaved({name: step.run
-                               for name, step in contenders.items()},
-                              args.seconds,
-                              min_rounds=1 if args.smoke else timing.MIN_ROUNDS)
-  load = (load_start, os.getloadavg()[0])
-  print(f"{len(rounds['off'])} interleaved rounds; median clean step "
-        f"(off) {timing.step_seconds(rounds, 'off') * 1e3:.3f} ms")
-  ratios = {name: timing.ratio(rounds, name, "off")
-            for name in contenders if name != "off"}
-  for name, r in ratios.items():
-    print(f"  {name:9s}/ off: median {r.median:.4f} (quartiles {r.low:.4f}"
-          f"-{r.high:.4f}; 95% CI of the median {r.ci_low:.4f}-"
-          f"{r.ci_high:.4f})")
-  for name, step in contenders.items():
-    if step.steps_applied() != step.runs:
-      raise RuntimeError(f"{name}: {step.runs - step.steps_applied()} steps "
-                         "were skipped; the benchmark needs clean steps")
-    step.close()
+  rounds, ratios, load = steps.side_by_side(contenders, "off", args.seconds,
+                                            args.smoke)
+  steps.close_clean(contenders)
   if args.output:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     sections.replace(os.path.join(root, args.output), sections.OPTIONS_BEGIN,

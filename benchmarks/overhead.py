@@ -195,6 +195,7 @@ def main(argv=None) -> int:
       os.path.abspath(__file__))), args.output)
   kept = [sections.saved(path, sections.OPTIONS_BEGIN, sections.OPTIONS_END),
           sections.saved(path, sections.HOROVOD_BEGIN, sections.HOROVOD_END),
+          sections.saved(path, sections.BFLOAT16_BEGIN, sections.BFLOAT16_END),
           scaling_report.saved_section(path)]
   with open(path, "w", encoding="utf-8") as out:
     out.write(text + "".join("\n" + part for part in kept if part))

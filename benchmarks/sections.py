@@ -1,8 +1,8 @@
 """Sections of BENCHMARKS.md that one runner writes and the others keep.
 
-`overhead.py` rewrites the file's head; `options.py`, `horovod_loopback.py`
-and `scaling.py` each own a section between their markers, which the others carry over as they
-stand.
+`overhead.py` rewrites the file's head; `options.py`, `horovod_loopback.py`,
+`bfloat16.py` and `scaling.py` each own a section between their markers,
+which the others carry over as they stand.
 """
 
 import os
@@ -11,6 +11,8 @@ OPTIONS_BEGIN = "<!-- options: written by benchmarks/options.py -->"
 OPTIONS_END = "<!-- options: end -->"
 HOROVOD_BEGIN = "<!-- horovod: written by benchmarks/horovod_loopback.py -->"
 HOROVOD_END = "<!-- horovod: end -->"
+BFLOAT16_BEGIN = "<!-- bfloat16: written by benchmarks/bfloat16.py -->"
+BFLOAT16_END = "<!-- bfloat16: end -->"
 
 
 def _read(path: str) -> str:

@@ -2,9 +2,12 @@
 
 import contextlib
 import dataclasses
-from typing import Callable, ContextManager, Optional
+import os
+from typing import Callable, ContextManager, Dict, Optional, Tuple
 
 import tensorflow as tf
+
+from benchmarks import timing
 
 v1 = tf.compat.v1
 
@@ -75,3 +78,41 @@ def build(make_loss: Callable[[], tf.Tensor], make_train_op: Callable,
   session.run(init)
   return Step(graph, session, train_op, global_step, trainable, init)
 
+
+
+def side_by_side(contenders: Dict[str, Step], reference: str, seconds: float,
+                 smoke: bool) -> Tuple[dict, Dict[str, timing.Ratio], tuple]:
+  """Times `contenders` in interleaved rounds; prints and returns the ratios.
+
+  Returns:
+    The rounds (`timing.interleaved`), each other contender's ratio to
+    `reference`, and the load average at the start and at the end.
+  """
+  load_start = os.getloadavg()[0]
+  rounds = timing.interleaved({name: step.run
+                               for name, step in contenders.items()},
+                              seconds,
+                              min_rounds=1 if smoke else timing.MIN_ROUNDS)
+  load = (load_start, os.getloadavg()[0])
+  print(f"{len(rounds[reference])} interleaved rounds; median step "
+        f"({reference}) {timing.step_seconds(rounds, reference) * 1e3:.3f} ms")
+  ratios = {name: timing.ratio(rounds, name, reference)
+            for name in contenders if name != reference}
+  for name, r in ratios.items():
+    print(f"  {name:9s}/ {reference}: median {r.median:.4f} (quartiles "
+          f"{r.low:.4f}-{r.high:.4f}; 95% CI of the median {r.ci_low:.4f}-"
+          f"{r.ci_high:.4f})")
+  return rounds, ratios, load
+
+
+def close_clean(contenders: Dict[str, Step]) -> None:
+  """Closes every Session, after checking that every step was applied.
+
+  Raises:
+    RuntimeError: If a contender skipped a step (the timing needs clean ones).
+  """
+  for name, step in contenders.items():
+    if step.steps_applied() != step.runs:
+      raise RuntimeError(f"{name}: {step.runs - step.steps_applied()} steps "
+                         "were skipped; the benchmark needs clean steps")
+    step.close()

@@ -1,4 +1,4 @@
-"""The digits demo's graph: a leaky-ReLU MLP trained in float32 or float16.
+"""The digits demo's graph: a leaky-ReLU MLP in float32, float16 or bfloat16.
 
 `build` makes one run's graph in the current default graph. Variables are
 float32 in every run; the forward and backward pass run in the run's dtype;
@@ -6,8 +6,10 @@ the cross-entropy is computed in float32 from float32 logits (as mixed
 precision frameworks do). Every run trains through
 `mp_optimizer.LossScaleOptimizer`: the fp32 and fp16 runs with a fixed scale
 of 1 that applies every step (multiplying by 1 is exact, so this is plain
-training), the third with the dynamic scale. So all three graphs carry the
-same `mp_optimizer.add_summaries()` tags.
+training), the third with the dynamic scale, the bfloat16 run in the
+bfloat16 mode (`managers.NoLossScale()`: no scale, non-finite steps
+skipped). So all four graphs carry the same `mp_optimizer.add_summaries()`
+tags.
 
 The loss weights each image's cross-entropy by `example_weight` (2**-30 by
 default), the weight one element has in a loss averaged over 2**30 elements.
@@ -15,7 +17,8 @@ The gradient of a cross-entropy at its logits is softmax - one_hot, whose
 entries are all smaller than 1 in magnitude, so every entry of the float16
 gradient at the logits is below `example_weight`: with 2**-30 that is far
 below float16's smallest subnormal, 2**-24, and it rounds to exactly zero,
-whatever the CPU. Adam's step does not depend on the gradient's size (its
+whatever the CPU. bfloat16 has float32's exponent range: its gradients keep
+those entries without any scale. Adam's step does not depend on the gradient's size (its
 epsilon is scaled by the same weight), so float32 trains as with weight 1.
 
 Underflow diagnostic: the run's gradient of the weighted loss (times the
@@ -100,13 +103,28 @@ def _underflow_share(x, y, weights, loss, masks, scale, example_weight):
   return lost / tf.maximum(nonzero, 1.0)
 
 
-def build(dtype: tf.DType, scaled: bool, pixels: int,
+def make_manager(scaling: str,
+                 args: argparse.Namespace) -> managers.LossScaleManager:
+  """The run's manager: "dynamic", "fixed" (1, every step applied) or
+  "none" (the bfloat16 mode)."""
+  if scaling == "dynamic":
+    return managers.ExponentialUpdateLossScaleManager(
+        init_loss_scale=args.init_loss_scale,
+        incr_every_n_steps=args.incr_every_n_steps)
+  if scaling == "none":
+    return managers.NoLossScale()
+  return managers.FixedLossScaleManager(1, skip_nonfinite_steps=False)
+
+
+def build(dtype: tf.DType, scaling: str, pixels: int,
           args: argparse.Namespace) -> Dict[str, tf.Tensor]:
   """Builds one run's graph in the default graph.
 
   Args:
-    dtype: tf.float32 or tf.float16, the dtype of the forward/backward pass.
-    scaled: True for dynamic loss scaling, False for a fixed scale of 1.
+    dtype: tf.float32, tf.float16 or tf.bfloat16, the dtype of the
+      forward/backward pass.
+    scaling: "dynamic" loss scaling, a "fixed" scale of 1, or "none" (the
+      bfloat16 mode), as `make_manager`.
     pixels: The number of input features per image.
     args: The demo's parsed flags (depth, width, learning_rate,
       example_weight, init_loss_scale, incr_every_n_steps, seed).
@@ -121,10 +139,7 @@ def build(dtype: tf.DType, scaled: bool, pixels: int,
   logits, masks = mlp(x, weights, dtype)
   loss, cross_entropy = weighted_loss(y, logits, args.example_weight)
   global_step = v1.train.get_or_create_global_step()
-  manager = (managers.ExponentialUpdateLossScaleManager(
-      init_loss_scale=args.init_loss_scale,
-      incr_every_n_steps=args.incr_every_n_steps) if scaled else
-             managers.FixedLossScaleManager(1, skip_nonfinite_steps=False))
+  manager = make_manager(scaling, args)
   opt = mp_optimizer.LossScaleOptimizer(
       v1.train.AdamOptimizer(args.learning_rate,
                              epsilon=ADAM_EPSILON * args.example_weight),

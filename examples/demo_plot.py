@@ -7,8 +7,9 @@ PNG with four panels:
 2. test accuracy (%) of every run at each evaluation step;
 3. the loss scale of the dynamically scaled run per step, with each skipped
    step (non-finite gradients, update not applied) marked;
-4. the share (%) of gradient entries that were exactly zero in float16 but
-   not in float32, per float16 run at each evaluation step.
+4. the share (%) of gradient entries that were exactly zero in the run's
+   16-bit type (float16, bfloat16) but not in float32, per run at each
+   evaluation step.
 
 The title is given by the caller (computed from the run's numbers), and the
 results travel with the picture as PNG text metadata.
@@ -22,12 +23,14 @@ matplotlib.use("Agg")  # Files only: no display needed.
 from matplotlib import pyplot  # pylint: disable=wrong-import-position
 
 SCALED = "fp16 + loss scaling"
-COLORS = {"fp32": "tab:blue", "fp16": "tab:red", SCALED: "tab:green"}
+COLORS = {"fp32": "tab:blue", "fp16": "tab:red", SCALED: "tab:green",
+          "bf16": "tab:purple"}
 # fp32 wide and pale under a dashed fp16 + loss scaling: where the two
 # coincide, both stay visible.
 STYLES = {"fp32": dict(linewidth=4.5, alpha=0.5),
           "fp16": dict(linewidth=1.8),
-          SCALED: dict(linewidth=1.8, linestyle="--")}
+          SCALED: dict(linewidth=1.8, linestyle="--"),
+          "bf16": dict(linewidth=1.8, linestyle=":")}
 
 
 def smooth(values: Sequence[float], window: int) -> list:
@@ -87,9 +90,9 @@ def plot_runs(histories: Dict[str, dict], path: str, title: str,
                     title="Test accuracy (360 held-out images), %")
   _scale_panel(scale_axes, histories[SCALED])
   zeros_axes.set(xlabel="step", ylim=(-3, 103),
-                 ylabel="gradient entries zero in float16 (%)",
-                 title="Underflow: gradient entries zero in float16 but not "
-                       "in float32, %")
+                 ylabel="gradient entries zero in 16 bits (%)",
+                 title="Underflow: gradient entries zero in float16/bfloat16 "
+                       "but not in float32, %")
   for panel in (loss_axes, accuracy_axes, zeros_axes):
     panel.legend(loc="center right")
   for panel in axes.flat:

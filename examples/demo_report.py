@@ -5,7 +5,7 @@ measured) and needs no TensorFlow:
 
 * `verdict`: did the run show the demo's story, with the thresholds of the
   demo's promise (unscaled float16 more than 5 points below float32, scaled
-  float16 no more than 1 point below it)?
+  float16 and bfloat16 no more than 1 point below it)?
 * `markdown`: the table and the line saying where it was measured; the README
   holds it between `BEGIN` and `END` (`update_readme` writes it there);
 * `cpu`: the CPU, as the line under the table names it;
@@ -24,9 +24,9 @@ import shlex
 import sys
 from typing import Dict, List, Optional, Tuple
 
-RUNS = ("fp32", "fp16", "fp16 + loss scaling")
+RUNS = ("fp32", "fp16", "fp16 + loss scaling", "bf16")
 UNSCALED_GAP = 5.0  # Points unscaled fp16 must fall below fp32, at least.
-SCALED_GAP = 1.0  # Points scaled fp16 may fall below fp32, at most.
+SCALED_GAP = 1.0  # Points scaled fp16 (and bf16) may fall below fp32, at most.
 PNG_KEY = "digits_demo_results"
 BEGIN = ("<!-- digits demo results: written by `python examples/digits_demo.py "
          "--readme README.md`, do not edit -->")
@@ -34,9 +34,11 @@ END = "<!-- end of digits demo results -->"
 
 
 def by_name(results: dict) -> Dict[str, dict]:
-  """Returns the results' rows by run name; each of `RUNS` must be there."""
+  """Returns the results' rows by run name; each of `RUNS` must be there,
+  unless `results["not_run"]` says why it was not run."""
   rows = {row["name"]: row for row in results["rows"]}
-  missing = [name for name in RUNS if name not in rows]
+  missing = [name for name in RUNS
+             if name not in rows and name not in results.get("not_run", {})]
   if missing:
     raise ValueError(f"the results have no row for {', '.join(missing)}")
   return rows
@@ -45,7 +47,8 @@ def by_name(results: dict) -> Dict[str, dict]:
 def problems(results: dict) -> List[str]:
   """What keeps the run from showing the story; empty if it shows it."""
   rows = by_name(results)
-  fp32, fp16, scaled = (rows[name]["accuracy"] for name in RUNS)
+  fp32, fp16, scaled = (rows[name]["accuracy"] for name in RUNS[:3])
+  bf16 = rows["bf16"]["accuracy"] if "bf16" in rows else fp32
   found = []
   if fp32 - fp16 <= UNSCALED_GAP:
     found.append(
@@ -55,6 +58,10 @@ def problems(results: dict) -> List[str]:
     found.append(
         f"float16 with loss scaling reached {scaled:.2f}%, more than "
         f"{SCALED_GAP:g} point below float32's {fp32:.2f}%")
+  if fp32 - bf16 > SCALED_GAP:
+    found.append(
+        f"bfloat16 reached {bf16:.2f}%, more than {SCALED_GAP:g} point below "
+        f"float32's {fp32:.2f}%")
   return found
 
 
@@ -64,26 +71,40 @@ def verdict(results: dict) -> Tuple[bool, str]:
   if found:
     return False, "The demo's effect did not show: " + "; ".join(found) + "."
   rows = by_name(results)
-  fp32, fp16, scaled = (rows[name]["accuracy"] for name in RUNS)
+  fp32, fp16, scaled = (rows[name]["accuracy"] for name in RUNS[:3])
   return True, (
       f"Float16 without loss scaling reached {fp16:.2f}% test accuracy "
       f"({rows['fp16']['zeros']:.2f}% of its gradient entries were zero in "
       f"float16), {fp32 - fp16:.2f} points below float32's {fp32:.2f}%; with "
-      f"dynamic loss scaling it reached {scaled:.2f}%.")
+      f"dynamic loss scaling it reached {scaled:.2f}%. " + _bfloat16(results))
+
+
+def _bfloat16(results: dict) -> str:
+  """The verdict's sentence on the bfloat16 run."""
+  row = by_name(results).get("bf16")
+  if row is None:
+    return f"bfloat16 was not run: {results['not_run']['bf16']}."
+  return (f"bfloat16, with no loss scale, reached {row['accuracy']:.2f}% "
+          f"({_percent(row['zeros'])} of its gradient entries zero in "
+          f"bfloat16, {row['skipped']} skipped steps).")
 
 
 def title(results: dict) -> str:
   """The picture's title, two lines: the accuracies and what they show."""
   rows = by_name(results)
-  fp32, fp16, scaled = (rows[name]["accuracy"] for name in RUNS)
+  fp32, fp16, scaled = (rows[name]["accuracy"] for name in RUNS[:3])
+  bf16 = rows["bf16"]["accuracy"] if "bf16" in rows else None
   found = problems(results)
   if found:
     return "The demo's effect did not show:\n" + ";\n".join(found)
   return (f"Test accuracy: float32 {fp32:.2f}%, float16 {fp16:.2f}% "
           f"({rows['fp16']['zeros']:.2f}% of its gradient entries zero), "
-          f"float16 + loss scaling {scaled:.2f}%\n"
+          f"float16 + loss scaling {scaled:.2f}%, bfloat16 "
+          + ("not run" if bf16 is None else f"{bf16:.2f}%") + "\n"
           f"Unscaled float16 falls {fp32 - fp16:.2f} points behind float32; "
-          f"with dynamic loss scaling it ends {_gap(scaled, fp32)} it")
+          f"with dynamic loss scaling it ends {_gap(scaled, fp32)} it"
+          + ("" if bf16 is None else
+             f", bfloat16 without a scale {_gap(bf16, fp32)} it"))
 
 
 def _gap(accuracy: float, reference: float) -> str:
@@ -94,9 +115,9 @@ def _gap(accuracy: float, reference: float) -> str:
   return f"{abs(reference - accuracy):.2f} points {side}"
 
 
-def _percent(value: Optional[float]) -> str:
+def _percent(value: Optional[float], missing: str = "n/a (float32)") -> str:
   if value is None:
-    return "n/a (no float16)"
+    return missing
   if 0 < value < 0.005:
     return "<0.01%"
   return f"{value:.2f}%"
@@ -110,22 +131,35 @@ def power_of_two(value: float) -> str:
 
 
 def _scale(row: dict) -> str:
+  if row.get("dtype") == "bfloat16":
+    return "none (NoLossScale)"
   return power_of_two(row["scale"]) if row["dynamic"] else "1 (fixed)"
 
 
 def table(results: dict) -> List[str]:
   """The results as Markdown table lines, one row per run."""
   lines = ["| run | test accuracy | final training loss | gradient entries "
-           "zero in float16 | the same, by precision telemetry | skipped "
-           "steps | final loss scale |",
+           "zero in the run's 16-bit type | the same in float16, by "
+           "precision telemetry | skipped steps | final loss scale |",
            "|---|---:|---:|---:|---:|---:|---:|"]
   for name in RUNS:
-    row = by_name(results)[name]
+    row = by_name(results).get(name)
+    if row is None:
+      lines.append(f"| {name} | not run: {results['not_run'][name]} |"
+                   + " – |" * 5)
+      continue
     lines.append(f"| {name} | {row['accuracy']:.2f}% | {row['loss']:.4f} | "
                  f"{_percent(row['zeros'])} | "
-                 f"{_percent(row['telemetry_zeros'])} | {row['skipped']} | "
+                 f"{_percent(row['telemetry_zeros'], _no_telemetry(row))} | "
+                 f"{row['skipped']} | "
                  f"{_scale(row)} |")
   return lines
+
+
+def _no_telemetry(row: dict) -> str:
+  """What the telemetry column says for a run it does not measure."""
+  return ("n/a (float16's measure)" if row.get("dtype") == "bfloat16"
+          else "n/a (float32)")
 
 
 def markdown(results: dict) -> str:
@@ -136,7 +170,7 @@ def markdown(results: dict) -> str:
       "",
       f"Measured by `python examples/digits_demo.py` ({results['steps']} "
       f"steps of {results['batch_size']} images): TensorFlow "
-      f"{results['tensorflow']}, {results['machine']}, {setting}; the three "
+      f"{results['tensorflow']}, {results['machine']}, {setting}; the four "
       f"runs took {results['wall_time']:.0f} s. {verdict(results)[1]}"]) + "\n"
 
 

@@ -1,11 +1,13 @@
-"""fp32 vs fp16 vs fp16 with dynamic loss scaling, on scikit-learn's digits.
+"""fp32 vs fp16 vs fp16 with loss scaling vs bf16, on scikit-learn's digits.
 
-Three runs of the same TF1-style graph (same data order, same initial
+Four runs of the same TF1-style graph (same data order, same initial
 weights; `examples/demo_model.py` builds it): variables are float32 in every
-run; the forward and backward pass run in float32, float16, or float16 with
-dynamic loss scaling through `mp_optimizer.LossScaleOptimizer`. Each image's
-cross-entropy is weighted by 2**-30, so every unscaled float16 gradient entry
-is far below float16's smallest subnormal (2**-24) and becomes zero.
+run; the forward and backward pass run in float32, float16, float16 with
+dynamic loss scaling through `mp_optimizer.LossScaleOptimizer`, or bfloat16
+in the bfloat16 mode (`managers.NoLossScale()`). Each image's cross-entropy
+is weighted by 2**-30, so every unscaled float16 gradient entry is far below
+float16's smallest subnormal (2**-24) and becomes zero; bfloat16, with
+float32's range, keeps them.
 
 Writes, each run into a fresh folder under `--logdir` (default runs/digits):
 * TensorBoard event files with the same tags in every run:
@@ -42,13 +44,30 @@ import demo_plot  # pylint: disable=wrong-import-position
 import demo_report  # pylint: disable=wrong-import-position
 
 v1 = tf.compat.v1
-RUNS = (("fp32", tf.float32, False), ("fp16", tf.float16, False),
-        ("fp16 + loss scaling", tf.float16, True))
+RUNS = (("fp32", tf.float32, "fixed"), ("fp16", tf.float16, "fixed"),
+        ("fp16 + loss scaling", tf.float16, "dynamic"),
+        ("bf16", tf.bfloat16, "none"))
+SIXTEEN_BITS = (tf.float16, tf.bfloat16)
 ENVIRONMENT = ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA")
 
 
+def bfloat16_blocked() -> Optional[str]:
+  """Why the bfloat16 run cannot run in this process, or None.
+
+  With oneDNN's ops on (TF's default on x86-64), `ONEDNN_MAX_CPU_ISA` capped
+  below AVX-512 makes oneDNN refuse a bfloat16 matmul that TensorFlow chose
+  it for by the CPU's own flags, and the process aborts.
+  """
+  isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+  if (os.environ.get("TF_ENABLE_ONEDNN_OPTS") == "0" or not isa or
+      isa.startswith(("AVX512", "AVX10", "ALL", "DEFAULT"))):
+    return None
+  return (f"ONEDNN_MAX_CPU_ISA={os.environ['ONEDNN_MAX_CPU_ISA']} caps "
+          "oneDNN below AVX-512, where TensorFlow aborts on a bfloat16 matmul")
+
+
 def folder(name: str) -> str:
-  """The run's log folder name: fp32, fp16, fp16_loss_scaling."""
+  """The run's log folder name: fp32, fp16, fp16_loss_scaling, bf16."""
   return name.replace(" + ", "_").replace(" ", "_")
 
 
@@ -70,7 +89,7 @@ def load_data() -> list:
 
 def evaluate(sess: v1.Session, t: dict, step: int, data: list,
              history: dict, writer: v1.summary.FileWriter) -> None:
-  """Records test accuracy and zero float16 gradient entries at `step`."""
+  """Records test accuracy and zero 16-bit gradient entries at `step`."""
   x_train, x_test, y_train, y_test = data
   accuracy, summary = sess.run([t["accuracy"], t["test_summary"]],
                                {t["x"]: x_test, t["y"]: y_test})
@@ -85,7 +104,7 @@ def evaluate(sess: v1.Session, t: dict, step: int, data: list,
     history["telemetry_zeros"].append(float(sess.run(t["telemetry_zeros"])))
 
 
-def train(name: str, dtype: tf.DType, scaled: bool, data: list,
+def train(name: str, dtype: tf.DType, scaling: str, data: list,
           args: argparse.Namespace) -> Tuple[dict, dict]:
   """Trains one run in its own graph; returns its history and table row.
 
@@ -95,7 +114,7 @@ def train(name: str, dtype: tf.DType, scaled: bool, data: list,
   history = dict(loss=[], scale=[], skipped=[], eval_steps=[], accuracy=[],
                  zeros=[], telemetry_zeros=[])
   with tf.Graph().as_default() as graph:
-    t = demo_model.build(dtype, scaled, data[0].shape[1], args)
+    t = demo_model.build(dtype, scaling, data[0].shape[1], args)
     writer = v1.summary.FileWriter(os.path.join(args.logdir, folder(name)),
                                    graph)
     if args.batch_size:
@@ -121,15 +140,16 @@ def train(name: str, dtype: tf.DType, scaled: bool, data: list,
           evaluate(sess, t, step, data, history, writer)
           print(f"  [{name:>19}] step {step:5d}  loss {loss:.4f}  test "
                 f"accuracy {history['accuracy'][-1]:6.2f}%  loss scale "
-                f"{scale:9.3g}  gradient entries zero in float16 "
+                f"{scale:9.3g}  gradient entries zero in 16 bits "
                 f"{history['zeros'][-1]:6.2f}%", flush=True)
       skipped = int(sess.run(t["skipped"]))
     writer.close()
   row = dict(name=name, accuracy=history["accuracy"][-1],
              loss=float(np.mean(history["loss"][-args.eval_every:])),
-             skipped=skipped, scale=history["scale"][-1], dynamic=scaled,
+             skipped=skipped, scale=history["scale"][-1],
+             dynamic=scaling == "dynamic", dtype=dtype.name,
              zeros=(float(np.mean(history["zeros"]))
-                    if dtype == tf.float16 else None),
+                    if dtype in SIXTEEN_BITS else None),
              telemetry_zeros=(float(np.mean(history["telemetry_zeros"]))
                               if dtype == tf.float16 else None))
   return history, row
@@ -178,16 +198,17 @@ def report(args: argparse.Namespace, results: dict) -> None:
   """Prints the table, what its columns mean, the verdict and where to look."""
   print()
   print("\n".join(demo_report.table(results)))
-  print("\nGradient entries zero in float16: mean over the evaluations of the "
-        "share of the float32\ngradient's non-zero entries (same weights, same "
-        "images, same branch of each leaky-ReLU\nunit) that were exactly zero "
-        "in the run's float16 gradient. The same, by precision\ntelemetry: "
+  print("\nGradient entries zero in the run's 16-bit type: mean over the "
+        "evaluations of the share\nof the float32 gradient's non-zero entries "
+        "(same weights, same images, same branch of\neach leaky-ReLU unit) that "
+        "were exactly zero in the run's float16 or bfloat16\ngradient. The "
+        "same in float16, by precision telemetry (float16 runs only):\n"
         "measured inside the training step, without a float32 reference:\n"
         "`mp_optimizer.signals.precision()['zero_share']` of the step before "
         "each evaluation\n(mean over the variables), averaged over the "
         "evaluations.")
   print(f"\n{demo_report.verdict(results)[1]}")
-  print(f"\nThe three runs took {results['wall_time']:.0f} s. Picture: "
+  print(f"\nThe four runs took {results['wall_time']:.0f} s. Picture: "
         f"{args.png}")
   command = demo_report.tensorboard_command(args.logdir)
   print(f"TensorBoard: {command}" if command else
@@ -195,7 +216,7 @@ def report(args: argparse.Namespace, results: dict) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-  """Runs the three trainings, draws the PNG, prints the table and verdict.
+  """Runs the four trainings, draws the PNG, prints the table and verdict.
 
   Returns:
     0 if the run showed the effect, else 1.
@@ -211,11 +232,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         f"{batch_size} images, each image's cross-entropy weighted "
         f"{demo_report.power_of_two(args.example_weight)}")
   start, histories, rows = time.time(), {}, []
-  for name, dtype, scaled in RUNS:
-    histories[name], row = train(name, dtype, scaled, data, args)
+  blocked = bfloat16_blocked()
+  not_run = {} if blocked is None else {"bf16": blocked}
+  for name, dtype, scaling in RUNS:
+    if name in not_run:
+      print(f"  [{name:>19}] not run: {not_run[name]}")
+      continue
+    histories[name], row = train(name, dtype, scaling, data, args)
     rows.append(row)
   results = dict(
-      rows=rows, steps=args.steps, batch_size=batch_size,
+      rows=rows, not_run=not_run, steps=args.steps, batch_size=batch_size,
       tensorflow=tf.__version__, wall_time=time.time() - start,
       machine=f"{demo_report.cpu()}, Python {platform.python_version()}",
       environment={key: os.environ.get(key) for key in ENVIRONMENT})

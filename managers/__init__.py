@@ -4,8 +4,9 @@ Two surfaces over one implementation of each policy:
 
 * contrib's: `LossScaleManager`, `FixedLossScaleManager`,
   `ExponentialUpdateLossScaleManager` (`get_loss_scale`, `update_loss_scale`),
-  and `AmaxHistoryLossScaleManager`, which sets the scale from the gradients'
-  magnitude;
+  `AmaxHistoryLossScaleManager`, which sets the scale from the gradients'
+  magnitude, and `NoLossScale`, the bfloat16 mode (no scale, steps still
+  checked);
 * TF2's: `LossScale`, `FixedLossScale`, `DynamicLossScale` (`__call__`,
   `update`, `get_config`), and `get` to convert what TF's optimizer accepts;
 * the finite check both use: `all_finite`, `all_finite_in_sync`.
@@ -25,6 +26,7 @@ from mp_optimizer.managers.fixed import FixedLossScaleManager
 from mp_optimizer.managers.loss_scale import DynamicLossScale
 from mp_optimizer.managers.loss_scale import FixedLossScale
 from mp_optimizer.managers.loss_scale import LossScale
+from mp_optimizer.managers.unscaled import NoLossScale
 from mp_optimizer.managers.conversion import get
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "FixedLossScaleManager",
     "LossScale",
     "LossScaleManager",
+    "NoLossScale",
     "all_finite",
     "all_finite_in_sync",
     "get",

@@ -160,6 +160,10 @@ class LossScaleManager(tracking.GraphScopedTrackable, metaclass=abc.ABCMeta):
   # unscaled gradient magnitude as `gradient_amax` (the optimizer passes it).
   needs_gradient_amax = False
 
+  # False for a manager whose optimizer must not scale at all
+  # (`managers.NoLossScale`): no multiply by S, no unscale.
+  scales_loss = True
+
   @property
   def skips_nonfinite_steps(self) -> bool:
     """True when a step with a NaN/Inf gradient must not be applied.

@@ -25,6 +25,10 @@ if TYPE_CHECKING:  # What type checkers see; at run time `__getattr__` loads the
   from mp_optimizer import overflow as overflow
   from mp_optimizer import signals as signals
   from mp_optimizer._step.scaling import allow_unscaled_gradients as allow_unscaled_gradients
+  from mp_optimizer.bfloat16_rewrite import bfloat16_cpu_flags as bfloat16_cpu_flags
+  from mp_optimizer.bfloat16_rewrite import bfloat16_session_config as bfloat16_session_config
+  from mp_optimizer.bfloat16_rewrite import disable_bfloat16_graph_rewrite as disable_bfloat16_graph_rewrite
+  from mp_optimizer.bfloat16_rewrite import enable_bfloat16_graph_rewrite as enable_bfloat16_graph_rewrite
   from mp_optimizer.hooks import LossScaleHook as LossScaleHook
   from mp_optimizer.master_weights import float32_master_weights as float32_master_weights
   from mp_optimizer.master_weights import float32_variable_getter as float32_variable_getter
@@ -48,6 +52,10 @@ _EXPORTS = {
     "Saver": "mp_optimizer.saver",
     "add_summaries": "mp_optimizer.signals",
     "allow_unscaled_gradients": "mp_optimizer._step.scaling",
+    "bfloat16_cpu_flags": "mp_optimizer.bfloat16_rewrite",
+    "bfloat16_session_config": "mp_optimizer.bfloat16_rewrite",
+    "disable_bfloat16_graph_rewrite": "mp_optimizer.bfloat16_rewrite",
+    "enable_bfloat16_graph_rewrite": "mp_optimizer.bfloat16_rewrite",
     "disable_mixed_precision_graph_rewrite": "mp_optimizer.tf2",
     "enable_mixed_precision_graph_rewrite": "mp_optimizer.tf2",
     "float32_master_weights": "mp_optimizer.master_weights",
@@ -66,8 +74,12 @@ __all__ = [
     "Saver",
     "add_summaries",
     "allow_unscaled_gradients",
+    "bfloat16_cpu_flags",
+    "bfloat16_session_config",
     "contrib",
+    "disable_bfloat16_graph_rewrite",
     "disable_mixed_precision_graph_rewrite",
+    "enable_bfloat16_graph_rewrite",
     "enable_mixed_precision_graph_rewrite",
     "errors",
     "float32_master_weights",

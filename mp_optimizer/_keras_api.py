@@ -69,6 +69,8 @@ class KerasStyleNames:
   ) -> Union[tf.Tensor, Callable[[], tf.Tensor]]:
     """Returns `loss * S` (in the loss's dtype), for use with tf.gradients.
 
+    With `managers.NoLossScale` it returns `loss` itself (no op is built).
+
     As in Keras, a callable `loss` gives a callable that returns its result
     times S.
 
@@ -81,6 +83,8 @@ class KerasStyleNames:
     if callable(loss):
       return lambda: self.get_scaled_loss(loss())
     loss = scaling.check_loss(loss)
+    if not self.loss_scale_manager.scales_loss:
+      return loss
     return scaling.scale_loss(loss, read_loss_scale(self.loss_scale_manager))
 
   scale_loss = get_scaled_loss
@@ -93,11 +97,14 @@ class KerasStyleNames:
     walking back from the gradients), so both directions use one S even if
     the scale changed in between; gradients of a loss scaled otherwise get
     a new read.
+    With `managers.NoLossScale` it returns them as they are (a new list).
 
     Raises:
       RuntimeError: Under eager execution.
     """
     tensors.require_graph("LossScaleOptimizer.get_unscaled_gradients")
+    if not self.loss_scale_manager.scales_loss:
+      return list(grads)
     grads = list(grads)
     loss_scale = reads.read_behind("scaled", grads)
     if loss_scale is None:

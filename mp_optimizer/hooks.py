@@ -32,7 +32,8 @@ class LossScaleHook(tf.compat.v1.train.SessionRunHook):
   window's skips by reason: `...; float16 headroom 3.2 bits, gradient
   entries zero in float16 0.41% (mean of 4 groups; most: 'dense_2' 2.10%),
   gradient norm 0.8731; skipped for overflow 3, at the floor 0; accumulation
-  micro-steps 0`. When several
+  micro-steps 0` (and `; non-finite, unscaled N` when the bfloat16 mode,
+  `managers.NoLossScale`, skipped N steps). When several
   loss-scaling optimizers built train ops in the graph (a GAN's D and G),
   each gets its own line, starting with its name (`optimizer 'D': loss
   scale ...`), and a last line gives their total.
@@ -151,4 +152,6 @@ class LossScaleHook(tf.compat.v1.train.SessionRunHook):
     return (f"; float16 headroom {float(value['headroom_bits']):.1f} bits"
             f"{zeros}, gradient norm {float(value['global_norm']):.4g}; "
             f"skipped for overflow {int(window[1])}, at the floor "
-            f"{int(window[2])}; accumulation micro-steps {int(window[3])}")
+            f"{int(window[2])}; accumulation micro-steps {int(window[3])}"
+            + (f"; non-finite, unscaled {int(window[4])}" if window[4] else
+               ""))

@@ -13,6 +13,7 @@ from mp_optimizer._internal import validation
 from mp_optimizer._step import accumulation
 from mp_optimizer._step import checks
 from mp_optimizer._step import clipping
+from mp_optimizer._step import compensation
 from mp_optimizer._step import report
 from mp_optimizer._step import scaling
 from mp_optimizer._step import skips
@@ -63,6 +64,10 @@ class LossScaleOptimizer(tracking.RestoresBareOptimizer,
       headroom, share of entries zero in float16 per variable group, global
       gradient norm and skip reason (`signals.precision()`; docs: Precision
       telemetry).
+    compensated_update: Keyword-only: False, True (the same as "float32")
+      or "bfloat16": update bfloat16 variables with Kahan summation, keeping
+      what rounding lost in a slot of that dtype (docs: bfloat16), for
+      variables that must stay bfloat16.
 
   Raises:
     TypeError: If `opt` or `loss_scale_manager` is missing or of the wrong
@@ -84,7 +89,8 @@ class LossScaleOptimizer(tracking.RestoresBareOptimizer,
                global_clipnorm: Optional[float] = None,
                gradient_accumulation_steps: Optional[int] = None,
                overflow_report: Union[bool, report.OverflowReport] = False,
-               precision_telemetry: bool = False):
+               precision_telemetry: bool = False,
+               compensated_update: Union[bool, str] = False):
     """Wraps `opt`; the arguments are described in the class docstring."""
     _arguments.check_optimizer(type(self).__name__, opt, loss_scale_manager)
     _arguments.check_manager(type(self).__name__, loss_scale_manager)
@@ -96,17 +102,23 @@ class LossScaleOptimizer(tracking.RestoresBareOptimizer,
             gradient_accumulation_steps),
         "overflow_report": report.check_option(overflow_report),
         "precision_telemetry": validation.check_bool(
-            "precision_telemetry", precision_telemetry)}
+            "precision_telemetry", precision_telemetry),
+        "compensated_update": compensated_update}
+    compensation_dtype = compensation.check_option(compensated_update, opt)
     super().__init__(use_locking=False, name=opt.get_name())
     self._opt = self._restore_target = opt
     self._manager = loss_scale_manager
     # TF's built-in uses these two names; its object checkpoints restore here.
     tracking.track(self, opt, "base_optimizer")
     tracking.track(self, loss_scale_manager, "loss_scale")
+    self._compensation = None
+    if compensation_dtype is not None:
+      self._compensation = compensation.Compensation(opt, compensation_dtype)
+      tracking.track(self, self._compensation, "compensation")
     steps = options["gradient_accumulation_steps"]
     self._accumulator = (None if steps is None else
                          accumulation.GradientAccumulator(self, steps))
-    self._parts = step.Parts(opt, loss_scale_manager, skips.SkipCounter(self),
+    self._parts = step.Parts(self._compensation or opt, loss_scale_manager, skips.SkipCounter(self),
                              clip, self._accumulator, options["overflow_report"],
                              options["precision_telemetry"])
 
@@ -147,6 +159,12 @@ class LossScaleOptimizer(tracking.RestoresBareOptimizer,
     if callable(loss):
       loss = loss()
     loss = scaling.check_loss(loss)
+    if not self._manager.scales_loss:  # managers.NoLossScale: nothing to undo.
+      return self._opt.compute_gradients(
+          loss, var_list=var_list, gate_gradients=gate_gradients,
+          aggregation_method=aggregation_method,
+          colocate_gradients_with_ops=colocate_gradients_with_ops,
+          grad_loss=grad_loss)
     loss_scale = scaling.read_loss_scale(self._manager)  # One S, both ways.
     scaled_loss = scaling.scale_loss(loss, loss_scale)
     scaling.warn_if_bfloat16_only(scaled_loss)
@@ -188,9 +206,12 @@ class LossScaleOptimizer(tracking.RestoresBareOptimizer,
     """
     tensors.require_graph("LossScaleOptimizer.apply_gradients")
     grads_and_vars = step.check_grads_and_vars(grads_and_vars)
-    scaling.record_scale_source(self._manager.get_loss_scale())
-    checks.check_unscaled(grads_and_vars)
-    checks.warn_if_16bit_variables(self._opt, grads_and_vars)
+    if self._manager.scales_loss:  # Without a scale, no gradient can miss it.
+      scaling.record_scale_source(self._manager.get_loss_scale())
+      checks.check_unscaled(grads_and_vars)
+    checks.warn_if_16bit_variables(self._opt, [
+        (g, v) for g, v in grads_and_vars if self._compensation is None or
+        v.dtype.base_dtype != tf.bfloat16])  # Compensated: no warning.
     if tensors.in_cross_replica_context():
       raise RuntimeError(
           "LossScaleOptimizer.apply_gradients must be called in replica "
@@ -208,12 +229,14 @@ class LossScaleOptimizer(tracking.RestoresBareOptimizer,
     return applied
 
   def get_slot(self, var: tf.Variable, name: str) -> Optional[tf.Variable]:
-    """Returns the inner optimizer's slot `name` for `var`."""
-    return self._opt.get_slot(var, name)
+    """Returns the inner optimizer's slot `name` for `var` (or with
+    `compensated_update`, its "kahan_compensation" slot)."""
+    return (self._compensation or self._opt).get_slot(var, name)
 
   def get_slot_names(self) -> List[str]:
-    """Returns the inner optimizer's slot names."""
-    return self._opt.get_slot_names()
+    """Returns the inner optimizer's slot names (and the compensation's)."""
+    own = self._compensation.get_slot_names() if self._compensation else []
+    return self._opt.get_slot_names() + own
 
   def __dir__(self) -> List[str]:
     """Lists attributes, without the marker of the inner optimizer's slots."""
@@ -253,7 +276,10 @@ class LossScaleOptimizer(tracking.RestoresBareOptimizer,
       raise
 
   def variables(self) -> List[tf.Variable]:
-    """The inner optimizer's variables, scale state and any accumulators."""
+    """The inner optimizer's variables, scale state, any accumulators and
+    compensation slots."""
     accumulators = self._accumulator.variables() if self._accumulator else []
-    return self._opt.variables() + self._manager.variables() + accumulators
+    slots = self._compensation.variables() if self._compensation else []
+    return (self._opt.variables() + self._manager.variables() + accumulators +
+            slots)
 

@@ -153,7 +153,8 @@ def precision(graph: Optional[tf.Graph] = None,
   * "global_norm": float32, the unscaled global gradient norm; NaN on a
     skipped step.
   * "skip_reason": int64 code into `SKIP_REASONS` ("applied", "overflow",
-    "overflow at the floor", "accumulation micro-step").
+    "overflow at the floor", "accumulation micro-step",
+    "non-finite, unscaled").
   * "reason_counts": int64 vector, steps by reason since the session
     started (stored values are in no collection, like `skipped_steps`).
 

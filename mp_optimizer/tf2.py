@@ -49,6 +49,7 @@ class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
     gradient_accumulation_steps: Keyword-only, as for `LossScaleOptimizer`.
     overflow_report: Keyword-only, as for `LossScaleOptimizer`.
     precision_telemetry: Keyword-only, as for `LossScaleOptimizer`.
+    compensated_update: Keyword-only, as for `LossScaleOptimizer`.
 
   Raises:
     TypeError: If `opt` is not a v1 optimizer, or `loss_scale` is missing, a
@@ -70,7 +71,8 @@ class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
                global_clipnorm: Optional[float] = None,
                gradient_accumulation_steps: Optional[int] = None,
                overflow_report: Any = False,
-               precision_telemetry: bool = False):
+               precision_telemetry: bool = False,
+               compensated_update: Any = False):
     """Wraps `opt`; the arguments are described in the class docstring."""
     _arguments.check_optimizer(type(self).__name__, opt, loss_scale)
     _arguments.check_loss_scale(type(self).__name__, loss_scale)
@@ -90,7 +92,8 @@ class MixedPrecisionLossScaleOptimizer(optimizer_lib.LossScaleOptimizer):
                      global_clipnorm=global_clipnorm,
                      gradient_accumulation_steps=gradient_accumulation_steps,
                      overflow_report=overflow_report,
-                     precision_telemetry=precision_telemetry)
+                     precision_telemetry=precision_telemetry,
+                     compensated_update=compensated_update)
 
 
 def enable_mixed_precision_graph_rewrite(

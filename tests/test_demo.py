@@ -6,7 +6,8 @@ steps each, under each CPU setting a user may have: oneDNN's custom ops on
 at AVX2 (`ONEDNN_MAX_CPU_ISA=AVX2`, which TF's oneDNN honours; the run
 checks oneDNN's own report of the ISA it used). In each, the story must
 hold: float16 without loss scaling at least 20 points below float32, with
-loss scaling within 2 points of it. The default run also goes twice into one
+loss scaling within 2 points of it, and bfloat16 with no loss scale within 2
+points of it too, with less than 1% of its gradient entries zero. The default run also goes twice into one
 log folder (the second must start afresh) and its PNG, TensorBoard events,
 table and TensorBoard command are checked; a run whose float16 gradients do
 not underflow (`--example_weight 1`) must say so and exit 1.
@@ -38,7 +39,8 @@ SETTINGS = {"onednn_on": {},
             "onednn_off": {"TF_ENABLE_ONEDNN_OPTS": "0"},
             "isa_avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "ONEDNN_VERBOSE": "1"}}
 RUN_FOLDERS = {"fp32": "fp32", "fp16": "fp16",
-               "fp16_loss_scaling": "fp16 + loss scaling"}  # folder: run
+               "fp16_loss_scaling": "fp16 + loss scaling",
+               "bf16": "bf16"}  # folder: run
 PER_STEP_TAGS = ("mp_optimizer/loss_scale", "mp_optimizer/skipped_steps",
                  "digits/train_loss")
 PER_EVAL_TAGS = ("digits/test_accuracy_percent",
@@ -92,9 +94,23 @@ class DigitsDemoTest(parameterized.TestCase):
   def test_story_holds(self, setting):
     result, results = self.runs[setting]
     rows = demo_report.by_name(results)
-    fp32, fp16, scaled = (rows[name]["accuracy"] for name in demo_report.RUNS)
+    fp32, fp16, scaled = (rows[name]["accuracy"]
+                          for name in demo_report.RUNS[:3])
     self.assertGreaterEqual(fp32 - fp16, 20.0, results)
     self.assertLessEqual(abs(fp32 - scaled), 2.0, results)
+    if setting == "isa_avx2":  # oneDNN capped below bfloat16: said, not run.
+      self.assertNotIn("bf16", rows)
+      self.assertIn("ONEDNN_MAX_CPU_ISA=AVX2 caps oneDNN below AVX-512",
+                    results["not_run"]["bf16"])
+      self.assertIn("| bf16 | not run: ONEDNN_MAX_CPU_ISA=AVX2", result.stdout)
+    else:
+      # bfloat16 has float32's range: no scale, and its gradients keep their
+      # entries; the bfloat16 mode still checked every step.
+      self.assertEqual(results["not_run"], {})
+      self.assertLessEqual(abs(fp32 - rows["bf16"]["accuracy"]), 2.0, results)
+      self.assertLess(rows["bf16"]["zeros"], 1.0)
+      self.assertEqual(rows["bf16"]["skipped"], 0)
+      self.assertIsNone(rows["bf16"]["telemetry_zeros"])
     # Unscaled float16 gradients underflow entirely, scaled ones hardly.
     self.assertEqual(rows["fp16"]["zeros"], 100.0)
     self.assertLess(rows["fp16 + loss scaling"]["zeros"], 1.0)

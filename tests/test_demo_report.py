@@ -1,7 +1,8 @@
 """The digits demo's verdict, and the README table it wrote.
 
 The verdict's thresholds are the demo's promise: unscaled float16 more than
-5 points below float32, scaled float16 no more than 1 point below it. The
+5 points below float32, scaled float16 and bfloat16 no more than 1 point
+below it. The
 README's results block must be exactly what `demo_report.markdown` makes of
 the results stored in `docs/digits_demo.png`, so the table, its sentence and
 the picture come from one run of the full demo.
@@ -22,8 +23,9 @@ PNG = ROOT / "docs" / "digits_demo.png"
 README = ROOT / "README.md"
 
 
-def results(fp32, fp16, scaled):
-  """Results of a run with the given test accuracies (%)."""
+def results(fp32, fp16, scaled, bf16=None):
+  """Results of a run with the given test accuracies (%); bf16 as fp32 by
+  default."""
   row = dict(loss=0.01, skipped=0, scale=1.0, dynamic=False, zeros=None,
              telemetry_zeros=None)
   return dict(
@@ -32,7 +34,9 @@ def results(fp32, fp16, scaled):
                  telemetry_zeros=100.0),
             dict(row, name="fp16 + loss scaling", accuracy=scaled,
                  skipped=3, scale=2.0**40, dynamic=True, zeros=0.001,
-                 telemetry_zeros=1.5)],
+                 telemetry_zeros=1.5),
+            dict(row, name="bf16", accuracy=fp32 if bf16 is None else bf16,
+                 dtype="bfloat16", zeros=0.0)],
       steps=2000, batch_size=128, tensorflow="2.x", wall_time=12.3,
       machine="a CPU", environment={"TF_ENABLE_ONEDNN_OPTS": "0",
                                     "ONEDNN_MAX_CPU_ISA": None})
@@ -48,9 +52,12 @@ class VerdictTest(parameterized.TestCase):
       ("unscaled_above", 90.0, 95.0, 90.0, False),
       ("scaled_1_below", 98.0, 10.0, 97.0, True),
       ("scaled_more_than_1_below", 98.0, 10.0, 96.75, False),
+      ("bf16_1_below", 98.0, 10.0, 98.0, True, 97.0),
+      ("bf16_more_than_1_below", 98.0, 10.0, 98.0, False, 96.75),
+      ("bf16_above", 97.0, 10.0, 97.0, True, 98.0),
   )
-  def test_thresholds(self, fp32, fp16, scaled, shown):
-    run = results(fp32, fp16, scaled)
+  def test_thresholds(self, fp32, fp16, scaled, shown, bf16=None):
+    run = results(fp32, fp16, scaled, bf16)
     self.assertEqual(demo_report.verdict(run)[0], shown)
     self.assertEqual(not demo_report.problems(run), shown)
     first_line = demo_report.title(run).splitlines()[0]
@@ -66,6 +73,24 @@ class VerdictTest(parameterized.TestCase):
     self.assertIn("reached 95.00%, within 5 points of float32's 97.50%",
                   not_shown)
     self.assertIn("reached 90.00%, more than 1 point below", not_shown)
+    bf16 = demo_report.verdict(results(97.5, 11.25, 97.5, 95.0))[1]
+    self.assertIn("bfloat16 reached 95.00%, more than 1 point below float32's "
+                  "97.50%", bf16)
+    shown_bf16 = demo_report.verdict(results(97.5, 11.25, 97.5, 97.25))[1]
+    self.assertIn("bfloat16, with no loss scale, reached 97.25% (0.00% of its "
+                  "gradient entries zero in bfloat16, 0 skipped steps)",
+                  shown_bf16)
+
+  def test_bfloat16_not_run_is_said(self):
+    run = results(98.0, 10.0, 98.0)
+    del run["rows"][3]
+    run["not_run"] = {"bf16": "no bfloat16 here"}
+    self.assertTrue(demo_report.verdict(run)[0])
+    self.assertIn("bfloat16 was not run: no bfloat16 here.",
+                  demo_report.verdict(run)[1])
+    self.assertIn("bfloat16 not run", demo_report.title(run))
+    self.assertEqual(demo_report.table(run)[5],
+                     "| bf16 | not run: no bfloat16 here | – | – | – | – | – |")
 
   def test_a_row_is_missing(self):
     run = results(98.0, 10.0, 98.0)
@@ -75,10 +100,12 @@ class VerdictTest(parameterized.TestCase):
 
   def test_table_units_and_scale(self):
     lines = demo_report.table(results(98.0, 10.0, 98.0))
-    self.assertEqual(lines[2], "| fp32 | 98.00% | 0.0100 | n/a (no float16) "
-                     "| n/a (no float16) | 0 | 1 (fixed) |")
+    self.assertEqual(lines[2], "| fp32 | 98.00% | 0.0100 | n/a (float32) "
+                     "| n/a (float32) | 0 | 1 (fixed) |")
     self.assertEqual(lines[4], "| fp16 + loss scaling | 98.00% | 0.0100 | "
                      "<0.01% | 1.50% | 3 | 2^40 |")
+    self.assertEqual(lines[5], "| bf16 | 98.00% | 0.0100 | 0.00% | n/a "
+                     "(float16's measure) | 0 | none (NoLossScale) |")
 
 
 class ReadmeBlockTest(parameterized.TestCase):

@@ -186,8 +186,9 @@ def warn_if_bfloat16_only(loss: tf.Tensor) -> None:
     warnings.warn(
         f"The loss {loss.name} is computed in bfloat16 without any float16 "
         "op. bfloat16 has float32's exponent range, so its gradients do not "
-        "underflow and loss scaling only adds work: use the inner optimizer "
-        "directly.", UserWarning, stacklevel=tensors.user_stacklevel())
+        "underflow and loss scaling only adds work: use managers.NoLossScale() "
+        "(the bfloat16 mode: no scale, non-finite steps still skipped).",
+        UserWarning, stacklevel=tensors.user_stacklevel())
 
 
 def _unscale_dense(grad: tf.Tensor, inverse: tf.Tensor) -> tf.Tensor:

@@ -22,8 +22,9 @@ measures the gradients it checks (unscaled, before any clip):
   repeated row is not added to itself first). With gradient accumulation it
   is the micro-step's, not the window mean's.
 * `skip_reason`: `REASONS[code]`: applied, overflow, overflow at the
-  scale's floor (the manager's `min_loss_scale`), or an accumulation
-  micro-step (finite, added to the window, no update yet).
+  scale's floor (the manager's `min_loss_scale`), an accumulation
+  micro-step (finite, added to the window, no update yet), or a non-finite
+  step with no loss scale ("non-finite, unscaled", `managers.NoLossScale`).
 
 16-bit gradients (of float16 variables without float32 master weights) are
 measured as the unscale left them: entries it rounded to 0 count as zero.
@@ -52,8 +53,8 @@ FLOAT16_MAX = 65504.0
 # (the tie at 2**-25 goes to the even neighbour, 0).
 FLOAT16_ZERO_LIMIT = 2.0**-25
 REASONS = ("applied", "overflow", "overflow at the floor",
-           "accumulation micro-step")
-APPLIED, OVERFLOW, AT_FLOOR, MICRO_STEP = range(len(REASONS))
+           "accumulation micro-step", "non-finite, unscaled")
+APPLIED, OVERFLOW, AT_FLOOR, MICRO_STEP, UNSCALED = range(len(REASONS))
 
 
 def group_of(variable: tf.Variable) -> str:
@@ -160,9 +161,11 @@ def measure(strategy: tf.distribute.Strategy,
 
 def skip_reason(finite: tf.Tensor, scale: tf.Tensor, manager: Any,
                 window_count: Optional[tf.Tensor]) -> tf.Tensor:
-  """The step's `REASONS` code, int64."""
+  """The step's `REASONS` code, int64 (`UNSCALED` for a skip without a
+  scale, `managers.NoLossScale`)."""
   floor = getattr(manager, "min_loss_scale", None)
-  skipped = (tf.constant(OVERFLOW, tf.int64) if floor is None else tf.where(
+  skipped = (tf.constant(UNSCALED if not manager.scales_loss else OVERFLOW,
+                         tf.int64) if floor is None else tf.where(
       scale <= floor, tf.constant(AT_FLOOR, tf.int64), OVERFLOW))
   done = tf.constant(APPLIED, tf.int64) if window_count is None else tf.where(
       tf.equal(window_count, 0), tf.constant(APPLIED, tf.int64), MICRO_STEP)

@@ -1,7 +1,7 @@
 """`mp-optimizer-migrate`: moves legacy mixed-precision code onto this package.
 
-    mp-optimizer-migrate [--in-place] [--jobs N] [--horovod] PATH...
-    python -m mp_optimizer.migrate [--in-place] [--jobs N] [--horovod] PATH...
+    mp-optimizer-migrate [--in-place] [--jobs N] [--horovod] [--precision P] PATH...
+    python -m mp_optimizer.migrate [--in-place] [--jobs N] [--horovod] [--precision P] PATH...
 
 Each PATH is a Python file or a directory, searched for `*.py` (hidden
 directories, virtualenvs and site-packages are skipped). Every use of
@@ -11,7 +11,10 @@ directories, virtualenvs and site-packages are skipped). Every use of
 `tensorflow_core`) was imported under; the imports the new code needs are
 added, and everything else in the file (layout, comments) is kept. By default
 a unified diff is printed (apply it with `patch -p0`); `--in-place` writes the
-files. A file that cannot refer to the legacy API (it does not spell both
+files. `--precision bfloat16` also switches the converted code to the
+bfloat16 mode (float16 dtypes to bfloat16, the loss-scale manager to
+`managers.NoLossScale()`, the float16 graph rewrite to the oneDNN bfloat16
+one), with a notice for each change and a finding for what it cannot change. A file that cannot refer to the legacy API (it does not spell both
 `tensorflow` and a legacy name) is not parsed at all.
 
 OpenSeq2Seq's loss scaling (`AutomaticLossScaler`, `optimize_loss(...,
@@ -45,7 +48,7 @@ for a human), `getters` and `environment` (hand-written float32 getters,
 NVIDIA's container variables), `openseq2seq`, `scalers` and `literals`
 (OpenSeq2Seq's loss scaling, reported with the manager that does the same,
 from the literal values written there), `imports` (rewrites imports),
-`new_imports` (adds them), `horovod` (`--horovod`), `chunks` (what is left out of the parse) and
+`new_imports` (adds them), `horovod` (`--horovod`), `precision` (`--precision bfloat16`), `chunks` (what is left out of the parse) and
 `diffs` (unified diffs in linear time). Neither
 TensorFlow nor `mp_optimizer`'s own TensorFlow code is imported.
 """

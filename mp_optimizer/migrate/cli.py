@@ -1,7 +1,7 @@
 """The command line: finds the files, converts them, prints diffs and findings.
 
-    mp-optimizer-migrate [--in-place] [--jobs N] PATH...
-    python -m mp_optimizer.migrate [--in-place] [--jobs N] PATH...
+    mp-optimizer-migrate [--in-place] [--jobs N] [--precision P] PATH...
+    python -m mp_optimizer.migrate [--in-place] [--jobs N] [--precision P] PATH...
 
 A file that cannot refer to the legacy API is never parsed
 (`names.might_use_legacy`); the rest are converted by up to `--jobs` worker
@@ -54,7 +54,7 @@ def _unreadable(path: str, error: OSError) -> files.Result:
   return files.Result(2, err=[f"{path}: cannot read: {error.strerror or error}"])
 
 
-def _skip(path: str, horovod: bool) -> Optional[files.Result]:
+def _skip(path: str, options: files.Options) -> Optional[files.Result]:
   """The result for a file that needs no parsing, or None if it does."""
   try:
     data = files.read(path)
@@ -62,17 +62,15 @@ def _skip(path: str, horovod: bool) -> Optional[files.Result]:
     return _unreadable(path, e)
   if b"\0" in data:  # UTF-16 or UTF-32: the filter cannot see through it.
     return files.not_text(path)
-  if names.might_use_legacy(data) or (horovod and b"horovod" in data):
-    return None
-  return files.Result()
+  return None if files.wanted(data, options) else files.Result()
 
 
-def _convert(path: str, in_place: bool, horovod: bool) -> files.Result:
+def _convert(path: str, in_place: bool, options: files.Options) -> files.Result:
   try:
     data = files.read(path)
   except OSError as e:
     return _unreadable(path, e)
-  return files.process(path, data, in_place, horovod)
+  return files.process(path, data, in_place, options)
 
 
 def _print(result: files.Result, progress: _Progress) -> None:
@@ -91,13 +89,13 @@ def _print(result: files.Result, progress: _Progress) -> None:
 
 
 def _run(paths: List[str], in_place: bool, jobs: int,
-         horovod: bool = False) -> List[files.Result]:
+         options: files.Options = files.Options()) -> List[files.Result]:
   progress = _Progress(len(paths), sys.stderr)
-  ready = [_skip(path, horovod) for path in paths]
+  ready = [_skip(path, options) for path in paths]
   todo = [path for path, result in zip(paths, ready) if result is None]
   results = []
   with _pool(jobs, len(todo)) as pool:
-    pending = {path: pool.submit(_convert, path, in_place, horovod)
+    pending = {path: pool.submit(_convert, path, in_place, options)
                for path in todo}
     for done, (path, result) in enumerate(zip(paths, ready), 1):
       if result is None:
@@ -188,6 +186,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   parser.add_argument("--horovod", action="store_true",
                       help="also map `import horovod.tensorflow as hvd` to "
                       "mp_optimizer.horovod and report what cannot be mapped")
+  parser.add_argument("--precision", choices=("float16", "bfloat16"),
+                      default="float16", help="bfloat16: also switch the "
+                      "code to the bfloat16 mode (bfloat16 dtypes, "
+                      "managers.NoLossScale(); docs: bfloat16)")
   try:
     args = parser.parse_args(argv)
   except SystemExit as exit_:
@@ -202,7 +204,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   for root, count in vendored.items():
     print(f"{root}: TensorFlow's own sources ({count} files): skipped, not "
           "converted", file=sys.stderr)
-  results = _run(paths, args.in_place, args.jobs, args.horovod)
+  results = _run(paths, args.in_place, args.jobs,
+                 files.Options(horovod=args.horovod, precision=args.precision))
   status = max([r.status for r in results] + [2 if errors else 0])
   for error in errors:
     print(error, file=sys.stderr)

@@ -149,22 +149,47 @@ def _syntax_error_line(text: str, path: str, fallback: int) -> str:
   return ""
 
 
+@dataclasses.dataclass(frozen=True)
+class Options:
+  """What to convert besides the legacy loss scaling.
+
+  Attributes:
+    horovod: Also map Horovod's TF1 imports (`--horovod`), first.
+    precision: "bfloat16" also switches the code to the bfloat16 mode
+      (`--precision bfloat16`, `mp_optimizer.migrate.precision`).
+  """
+  horovod: bool = False
+  precision: str = "float16"
+
+
+def wanted(data: bytes, options: Options = Options()) -> bool:
+  """Whether `data` may need converting with `options` (no parsing)."""
+  return (names.might_use_legacy(data) or
+          (options.horovod and b"horovod" in data) or
+          (options.precision == "bfloat16" and precision_words(data)))
+
+
+def precision_words(data: bytes) -> bool:
+  """Whether `data` spells what `--precision bfloat16` rewrites or reports."""
+  return any(word in data for word in (b"float16", b"half", b"LossScale",
+                                       b"mixed_precision", b"65504"))
+
+
 def process(path: str, data: bytes, in_place: bool,
-            horovod: bool = False) -> Result:
+            options: Options = Options()) -> Result:
   """Converts one file's `data`; writes it back if `in_place`.
 
   Args:
     path: The file's path, for messages and for writing.
     data: Its bytes, as `read` returned them.
     in_place: Write the converted file instead of returning a diff.
-    horovod: Also map Horovod's TF1 imports (`--horovod`), first.
+    options: What to convert besides the legacy loss scaling.
 
   Returns:
     The `Result`.
   """
   result = Result()
-  horovod = horovod and b"horovod" in data
-  if not names.might_use_legacy(data) and not horovod:
+  if not wanted(data, options):
     return result
   # libcst takes longer to import than most files take to filter: a run that
   # finds nothing to parse never loads it.
@@ -174,9 +199,15 @@ def process(path: str, data: bytes, in_place: bool,
   try:
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     old = data.decode(encoding)
+    horovod = options.horovod and b"horovod" in data
     new, findings = horovod_imports.convert(old) if horovod else (old, [])
     new, more = codemod.convert(new)
-    findings = sorted(findings + more, key=lambda f: (f.line, f.reason))
+    findings = list(findings) + list(more)
+    if options.precision == "bfloat16":
+      from mp_optimizer.migrate import precision as bfloat16  # pylint: disable=import-outside-toplevel
+      new, more = bfloat16.convert(new, bfloat16.original_lines(old, new))
+      findings += more
+    findings = sorted(findings, key=lambda f: (f.line, f.reason))
   except SyntaxError as e:  # A bad encoding declaration.
     result.err.append(f"{path}:{e.lineno or 1}: cannot read: {e}")
     result.status = 2

@@ -51,21 +51,27 @@ class SmokeTest(parameterized.TestCase):
     self.assertIn("## Growth with the number of variables", text)
     self.assertGreater(os.path.getsize(plot), 0)
 
-  def test_options_section_between_the_others(self):
+  def _section_twice(self, script, heading):
+    """Runs `script` twice on a file with a head and the scaling marker;
+    returns the text, after checking the section sits once, between them."""
     folder = self.create_tempdir().full_path
     output = os.path.join(folder, "BENCHMARKS.md")
     pathlib.Path(output).write_text(
         "# Head\n\n<!-- scaling: written by benchmarks/scaling.py -->\ntail\n",
         encoding="utf-8")
     for _ in range(2):  # The second run replaces the first's section.
-      printed = self._run("options.py", "--smoke", "--seconds", "0",
-                          "--output", output)
+      printed = self._run(script, "--smoke", "--seconds", "0", "--output",
+                          output)
     self.assertIn("interleaved rounds", printed)
     text = pathlib.Path(output).read_text(encoding="utf-8")
-    self.assertEqual(text.count("## Opt-in options: clean-step cost"), 1)
-    self.assertLess(text.index("# Head"), text.index("## Opt-in options"))
-    self.assertLess(text.index("## Opt-in options"),
-                    text.index("<!-- scaling: written"))
+    self.assertEqual(text.count(heading), 1)
+    self.assertLess(text.index("# Head"), text.index(heading))
+    self.assertLess(text.index(heading), text.index("<!-- scaling: written"))
+    return text
+
+  def test_options_section_between_the_others(self):
+    text = self._section_twice("options.py",
+                               "## Opt-in options: clean-step cost")
     for label in ("precision_telemetry=True", "first_nonfinite_op=True",
                   "overflow_report=True"):
       self.assertIn(label, text)
@@ -83,6 +89,13 @@ class SmokeTest(parameterized.TestCase):
     for label in ("| one process |", "| 2 ranks, each alone |",
                   "| 2 ranks, hvd.DistributedOptimizer |",
                   "| 2 workers, MultiWorkerMirroredStrategy |"):
+      self.assertIn(label, text)
+
+  def test_bfloat16_section_with_the_cpu(self):
+    text = self._section_twice("bfloat16.py", "## bfloat16 vs float32")
+    self.assertIn("bfloat16 flags: ", text)
+    for label in ("float32 (reference)", "oneDNN bfloat16 rewrite",
+                  "bfloat16 model, float32 master weights"):
       self.assertIn(label, text)
 
   def test_codemod_speed(self):

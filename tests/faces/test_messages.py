@@ -118,11 +118,13 @@ class HelpTest(parameterized.TestCase):
   @parameterized.named_parameters(
       ("contrib", LSO, ["opt", "loss_scale_manager", "clipnorm", "clipvalue",
                         "global_clipnorm", "gradient_accumulation_steps",
-                        "overflow_report", "precision_telemetry"]),
+                        "overflow_report", "precision_telemetry",
+                        "compensated_update"]),
       ("tf2", MP, ["opt", "loss_scale", "initial_scale",
                    "dynamic_growth_steps", "clipnorm", "clipvalue",
                    "global_clipnorm", "gradient_accumulation_steps",
-                   "overflow_report", "precision_telemetry"]),
+                   "overflow_report", "precision_telemetry",
+                   "compensated_update"]),
   )
   def test_help_shows_this_classs_signature(self, cls, names):
     signature = inspect.signature(cls)

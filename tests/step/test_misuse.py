@@ -120,6 +120,6 @@ class Bfloat16WarningTest(parameterized.TestCase):
                and "bfloat16" in str(w.message)]
       self.assertLen(found, 1 if warns else 0)
       if warns:
-        self.assertIn("use the inner optimizer directly", str(found[0].message))
+        self.assertIn("use managers.NoLossScale()", str(found[0].message))
         # At the caller's line, not inside this library or TensorFlow.
         self.assertEqual(found[0].filename, __file__)

@@ -91,7 +91,7 @@ class ValuesTest(parameterized.TestCase):
     np.testing.assert_allclose(got["zero_share"], want["zero_share"],
                                rtol=1e-6)
     self.assertEqual(got["skip_reason"], 0)
-    self.assertEqual(list(got["reason_counts"]), [1, 0, 0, 0])
+    self.assertEqual(list(got["reason_counts"]), [1, 0, 0, 0, 0])
 
   def test_before_any_step_values_are_nan_and_reason_minus_one(self):
     with tf.Graph().as_default(), v1.Session() as sess:
@@ -101,7 +101,7 @@ class ValuesTest(parameterized.TestCase):
     self.assertTrue(np.isnan(got["global_norm"]))
     self.assertTrue(np.isnan(got["zero_share"]).all())
     self.assertEqual(got["skip_reason"], -1)
-    self.assertEqual(list(got["reason_counts"]), [0, 0, 0, 0])
+    self.assertEqual(list(got["reason_counts"]), [0, 0, 0, 0, 0])
 
   @parameterized.named_parameters(
       ("above_the_floor", lambda: managers.ExponentialUpdateLossScaleManager(
@@ -110,7 +110,8 @@ class ValuesTest(parameterized.TestCase):
           1, 1000), 2),
       ("at_a_raised_floor", lambda: managers.ExponentialUpdateLossScaleManager(
           8, 1000, min_loss_scale=8), 2),
-      ("fixed", lambda: managers.FixedLossScaleManager(SCALE), 1))
+      ("fixed", lambda: managers.FixedLossScaleManager(SCALE), 1),
+      ("no_loss_scale", managers.NoLossScale, 4))
   def test_skipped_step_has_nan_norm_and_its_reason(self, manager, reason):
     with tf.Graph().as_default(), v1.Session() as sess:
       poison = v1.placeholder_with_default(1.0, [])
@@ -125,8 +126,9 @@ class ValuesTest(parameterized.TestCase):
     self.assertTrue(np.isnan(got["headroom_bits"]), got)
     self.assertEqual(got["skip_reason"], reason)
     self.assertEqual(mp_optimizer.signals.SKIP_REASONS[reason],
-                     ("applied", "overflow", "overflow at the floor")[reason])
-    counts = [0, 0, 0, 0]
+                     ("applied", "overflow", "overflow at the floor", None,
+                      "non-finite, unscaled")[reason])
+    counts = [0, 0, 0, 0, 0]
     counts[reason] = 1
     self.assertEqual(list(got["reason_counts"]), counts)
 
@@ -158,7 +160,7 @@ class ValuesTest(parameterized.TestCase):
       counts = list(sess.run(precision["reason_counts"]))
     # micro-step, window applied, micro-step, overflow, window applied.
     self.assertEqual(reasons, [3, 0, 3, 1, 0])
-    self.assertEqual(counts, [2, 1, 0, 2])
+    self.assertEqual(counts, [2, 1, 0, 2, 0])
 
   @parameterized.named_parameters(("a_string", "yes"), ("an_int", 1),
                                   ("none", None))
@@ -277,7 +279,7 @@ class ReadersTest(parameterized.TestCase):
     self.assertIn("skipped for overflow 1, at the floor 0", line)
     self.assertIn("most: 'layer_1'", line)
     latest = hook.latest_precision["GradientDescent"]
-    self.assertEqual(list(latest["reason_counts"]), [2, 1, 0, 0])
+    self.assertEqual(list(latest["reason_counts"]), [2, 1, 0, 0, 0])
     self.assertAlmostEqual(latest["global_norm"], want["global_norm"],
                            places=5)
 
@@ -330,7 +332,7 @@ class EdgeCasesTest(parameterized.TestCase):
         reasons.append(int(sess.run(precision["skip_reason"])))
       counts = list(sess.run(precision["reason_counts"]))
     self.assertEqual(reasons, [3, 1, 0])
-    self.assertEqual(counts, [1, 1, 0, 1])
+    self.assertEqual(counts, [1, 1, 0, 1, 0])
 
   def test_a_gradient_paired_twice_is_measured_as_paired(self):
     # Two outputs of one unstack, one of them twice, the third unused: the

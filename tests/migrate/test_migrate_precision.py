@@ -1,0 +1,141 @@
+"""`mp-optimizer-migrate --precision bfloat16`: a float16 script to the mode.
+
+Each form is converted through the command line on a file in a fresh
+folder; the expected text is the rule of `mp_optimizer.migrate.precision`'s
+table applied by hand. One legacy float16 script is converted and then run:
+it must build the bfloat16 mode (bfloat16 compute, `NoLossScale`) and train.
+"""
+
+import contextlib
+import io
+import os
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+from mp_optimizer import managers
+from mp_optimizer import migrate
+
+TF = "import tensorflow as tf\n"
+CONTRIB = "tf.contrib.mixed_precision."
+BFLOAT16 = ("--precision", "bfloat16")
+
+
+class PrecisionOptionTest(parameterized.TestCase):
+
+  def _migrate(self, text, *options):
+    path = os.path.join(self.create_tempdir().full_path, "model.py")
+    with open(path, "w") as f:
+      f.write(text)
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), \
+        contextlib.redirect_stderr(err):
+      status = migrate.main(["--in-place", *options, path])
+    with open(path) as f:
+      converted = f.read()
+    lines = [line.split(f"{path}:", 1)[1] for line in err.getvalue().splitlines()
+             if line.startswith(path)]
+    return status, converted, lines
+
+  @parameterized.named_parameters(
+      ("tf_dtype", "x = tf.cast(y, tf.float16)\n",
+       "x = tf.cast(y, tf.bfloat16)\n", "1: notice: `tf.float16` -> "),
+      ("tf_half", "x = tf.zeros([2], tf.half)\n",
+       "x = tf.zeros([2], tf.bfloat16)\n", "1: notice: `tf.half` -> "),
+      ("dtypes_path", "x = tf.dtypes.float16\n", "x = tf.dtypes.bfloat16\n",
+       "1: notice: `tf.dtypes.float16` -> `tf.dtypes.bfloat16`"),
+      ("dtype_keyword", "w = tf.get_variable('w', [2], dtype='float16')\n",
+       "w = tf.get_variable('w', [2], dtype='bfloat16')\n",
+       "1: notice: dtype 'float16' -> 'bfloat16'"),
+      ("cast_string", 'x = tf.cast(y, "half")\n', 'x = tf.cast(y, "bfloat16")\n',
+       '1: notice: dtype "half" -> "bfloat16"'),
+  )
+  def test_dtypes_become_bfloat16(self, line, expected, notice):
+    status, converted, lines = self._migrate(TF + line, *BFLOAT16)
+    self.assertEqual(converted, TF + expected)
+    self.assertEqual(status, 0)
+    self.assertLen(lines, 1)
+    self.assertStartsWith(lines[0], str(int(notice[0]) + 1) + notice[1:])
+
+  def test_without_the_option_nothing_changes(self):
+    text = TF + "x = tf.cast(y, tf.float16)\n"
+    self.assertEqual(self._migrate(text), (0, text, []))
+
+  @parameterized.named_parameters(
+      ("contrib_manager",
+       f"m = {CONTRIB}ExponentialUpdateLossScaleManager(2**15, 2000)\n",
+       "m = managers.NoLossScale()\n"),
+      ("contrib_fixed", f"m = {CONTRIB}FixedLossScaleManager(128)\n",
+       "m = managers.NoLossScale()\n"),
+      ("tf2_optimizer",
+       "o = tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer("
+       "opt, 'dynamic')\n",
+       "o = mp_optimizer.MixedPrecisionLossScaleOptimizer(opt, "
+       "mp_optimizer.managers.NoLossScale())\n"),
+      ("tf2_aliases",
+       "o = tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer("
+       "opt, 'dynamic', initial_scale=8)\n",
+       "o = mp_optimizer.MixedPrecisionLossScaleOptimizer(opt, "
+       "mp_optimizer.managers.NoLossScale())\n"),
+      ("graph_rewrite",
+       "o = tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite("
+       "opt, loss_scale=128)\n",
+       "o = mp_optimizer.enable_bfloat16_graph_rewrite(opt)\n"),
+  )
+  def test_loss_scaling_becomes_the_bfloat16_mode(self, line, expected):
+    status, converted, lines = self._migrate(TF + line, *BFLOAT16)
+    self.assertTrue(converted.endswith("\n" + expected), converted)
+    self.assertEqual(status, 0)
+    self.assertTrue(any("notice:" in found and ("NoLossScale" in found or
+                                                "bfloat16" in found)
+                        for found in lines), lines)
+
+  @parameterized.named_parameters(
+      ("numpy", "import numpy as np\nx = np.zeros([2], np.float16)\n",
+       "`np.float16`: NumPy has no bfloat16"),
+      ("other_string", "kind = 'float16'\n",
+       "the string 'float16' is left as it is"),
+      ("float16_max", "limit = 65504\n", "65504 is float16's largest value"),
+      ("bare_manager",
+       "from tensorflow.contrib.mixed_precision import FixedLossScaleManager\n"
+       "m = FixedLossScaleManager(128)\n",
+       "`FixedLossScaleManager(...)`: replace it with managers.NoLossScale()"),
+  )
+  def test_what_cannot_change_is_a_finding(self, text, reason):
+    status, converted, lines = self._migrate(TF + text, *BFLOAT16)
+    self.assertEqual(status, 1)
+    last = len((TF + text).splitlines())
+    self.assertIn(f"{last}: {reason}", [line[:len(f"{last}: {reason}")]
+                                         for line in lines])
+    self.assertNotIn("bfloat16", converted.splitlines()[-1])
+
+  def test_converted_script_trains_in_the_bfloat16_mode(self):
+    script = TF + (
+        "def build(features):\n"
+        "  x = tf.cast(features, tf.float16)\n"
+        "  w = tf.compat.v1.get_variable('w', [4, 2], dtype=tf.float16)\n"
+        "  loss = tf.reduce_mean(tf.cast(tf.matmul(x, w), tf.float32) ** 2)\n"
+        "  opt = tf.contrib.mixed_precision.LossScaleOptimizer(\n"
+        "      tf.compat.v1.train.GradientDescentOptimizer(0.1),\n"
+        "      tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager(\n"
+        "          2**15, 2000))\n"
+        "  return w, opt, opt.minimize(loss)\n")
+    status, converted, _ = self._migrate(script, *BFLOAT16)
+    self.assertEqual(status, 0)
+    namespace = {}
+    exec(compile(converted, "model.py", "exec"), namespace)  # pylint: disable=exec-used
+    with tf.Graph().as_default() as graph:
+      weight, opt, train_op = namespace["build"](
+          tf.constant(np.ones([3, 4], np.float32)))
+      self.assertEqual(weight.dtype.base_dtype, tf.bfloat16)
+      self.assertIsInstance(opt.loss_scale_manager, managers.NoLossScale)
+      with tf.compat.v1.Session(graph=graph) as session:
+        session.run(tf.compat.v1.global_variables_initializer())
+        before = session.run(weight)
+        session.run(train_op)
+        self.assertFalse(np.array_equal(session.run(weight), before))
+
+
+if __name__ == "__main__":
+  tf.test.main()
