@@ -113,7 +113,11 @@ class WritesTest(parameterized.TestCase):
   def test_owner_that_cannot_be_kept_is_refused(self):
     self.need_root()
     # Run as another user, on a file anyone may write: the new file would
-    # belong to the runner, so it is not written.
+    # belong to the runner, so it is not written. The folder sits in /tmp,
+    # which every user may enter (a TMPDIR made by `mktemp -d` is root's
+    # alone, and the other user could not reach the file).
+    self.dir = tempfile.mkdtemp(dir="/tmp")
+    self.addCleanup(shutil.rmtree, self.dir)
     os.chmod(self.dir, 0o777)
     path = self.write("train.py", _LEGACY)
     os.chmod(path, 0o666)
