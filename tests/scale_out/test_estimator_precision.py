@@ -83,15 +83,20 @@ class EstimatorPrecisionTest(parameterized.TestCase):
                                 "checkpoint"):
       _train(model_dir, loss_scaled=True)
 
+  def _warm_started(self, from_dir, loss_scaled):
+    """One step of a new Estimator warm-started from `from_dir`."""
+    estimator = tf.estimator.Estimator(
+        _model_fn(loss_scaled=loss_scaled, tolerant_saver=False),
+        model_dir=self.create_tempdir().full_path,
+        config=tf.estimator.RunConfig(log_step_count_steps=None),
+        warm_start_from=from_dir)
+    estimator.train(_input_fn, steps=1)
+    return estimator
+
   def test_warm_start_from_a_float32_run_starts_the_scale(self):
     float32_dir = self.create_tempdir().full_path
     float32_w = _train(float32_dir, loss_scaled=False).get_variable_value("w")
-    estimator = tf.estimator.Estimator(
-        _model_fn(loss_scaled=True, tolerant_saver=False),
-        model_dir=self.create_tempdir().full_path,
-        config=tf.estimator.RunConfig(log_step_count_steps=None),
-        warm_start_from=float32_dir)
-    estimator.train(_input_fn, steps=1)
+    estimator = self._warm_started(float32_dir, loss_scaled=True)
     self.assertEqual(estimator.get_variable_value("global_step"), 1)
     self.assertEqual(estimator.get_variable_value("loss_scale"),
                      INITIAL_SCALE)
@@ -111,12 +116,7 @@ class EstimatorPrecisionTest(parameterized.TestCase):
   def test_warm_start_from_a_loss_scaled_run_into_float32(self):
     scaled_dir = self.create_tempdir().full_path
     scaled_w = _train(scaled_dir, loss_scaled=True).get_variable_value("w")
-    estimator = tf.estimator.Estimator(
-        _model_fn(loss_scaled=False, tolerant_saver=False),
-        model_dir=self.create_tempdir().full_path,
-        config=tf.estimator.RunConfig(log_step_count_steps=None),
-        warm_start_from=scaled_dir)
-    estimator.train(_input_fn, steps=1)
+    estimator = self._warm_started(scaled_dir, loss_scaled=False)
     self.assertEqual(estimator.get_variable_value("global_step"), 1)
     np.testing.assert_allclose(estimator.get_variable_value("w"), scaled_w,
                                atol=0.011)
