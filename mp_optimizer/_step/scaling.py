@@ -1,4 +1,4 @@
-"""Scaling a loss up and gradients back down, and the record of what saw S.
+"""Scaling a loss up and gradients back down, recording what saw S.
 
 `read_loss_scale` reads the scale once, for a step that must use one S for
 both directions. Both directions write what they made in the graph's
@@ -9,8 +9,9 @@ unscaled with, and the stacks; `apply_gradients` adds the optimizer's scale
 scaling with `opt.get_loss_scale()` is recognised, and
 `allow_unscaled_gradients()` counts its open blocks there, in which
 gradients that never saw S are let through. `_step.checks` and
-`_step.reads` walk back from the gradients to what the record names. A loss computed in bfloat16 only gets a warning
-(`warn_if_bfloat16_only`): its gradients cannot underflow.
+`_step.reads` walk back from the gradients to what the record names. A
+loss computed in bfloat16 only gets a warning (`warn_if_bfloat16_only`):
+its gradients cannot underflow.
 
 Small gradients of one shape, dtype and device are unscaled together: they
 are stacked, the stack is multiplied by 1/S once, and each variable gets its
@@ -45,6 +46,7 @@ from mp_optimizer._internal.tensors import Gradient
 # subnormal reciprocal, which TensorFlow flushes to zero on CPU: every unscaled
 # gradient would be exactly 0 and the step would pass as finite.
 SMALLEST_NORMAL_RECIPROCAL = 2.0**-126
+
 
 def record_scale_source(loss_scale: Union[tf.Tensor, tf.Variable]) -> None:
   """Remembers the optimizer's scale (a variable or a tensor) in its graph.
@@ -217,6 +219,7 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor,
                      float("nan"), name="inverse_loss_scale")
   values = [None if grad is None else
             tf.convert_to_tensor(tensors.values(grad)) for grad in grads]
+  record = provenance.of()  # Of the default graph, where all this is built.
   unscaled = list(values)
   for indices in _stack_groups(values) if stack else ():
     stacked = tf.stack([values[i] for i in indices], name="stacked_gradients")
@@ -225,12 +228,12 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor,
         whole, num=len(indices), name="unscaled_gradients")))
     for position, (index, piece) in enumerate(zip(indices, made.slices)):
       unscaled[index] = piece
-      provenance.of(piece.graph).stacks[piece.ref()] = (made, position)
+      record.stacks[piece.ref()] = (made, position)
   for index, value in enumerate(values):
     if value is not None and unscaled[index] is value:
       unscaled[index] = _unscale_dense(value, inverse)
   for value in unscaled:
     if value is not None:
-      provenance.of(value.graph).unscaled[value.ref()] = loss_scale
+      record.unscaled[value.ref()] = loss_scale
   return [None if grad is None else tensors.with_values(grad, new)
           for grad, new in zip(grads, unscaled)]
