@@ -7,9 +7,11 @@ NaN, any Inf makes it Inf or (with an Inf of the other sign) NaN, and neither
 ever turns finite again, so one `is_finite` on the grand total catches every
 non-finite entry.
 
-Gradients that are all the slices of one stacked tensor (every output of one
-`tf.unstack`, as the optimizer's unscale hands out small gradients) are
-checked on that tensor: one `reduce_sum` for all of them. Other gradients of
+Gradients that are all the slices of one stack the optimizer's unscale made
+(it hands out small gradients as slices of one product, and records each
+stack in the graph's `_internal.provenance` record) are checked on that
+product: one `reduce_sum` for all of them. Only recorded stacks count: the
+slices of any other `tf.unstack` are checked as gradients of their own. Other gradients of
 one static shape, dtype and device are first added elementwise with `add_n`,
 then reduced with one `reduce_sum` per group, so a model with many variables
 of a few shapes costs a few ops, not a few per variable (per-op overhead, not
@@ -36,6 +38,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import tensorflow as tf
 
+from mp_optimizer._internal import provenance
 from mp_optimizer._internal import tensors
 from mp_optimizer._internal.tensors import Gradient
 
@@ -65,33 +68,15 @@ def group_key(values: tf.Tensor) -> Optional[Tuple]:
   return (tuple(shape.as_list()), values.dtype, values.device)
 
 
-def whole_unstacks(values: List[tf.Tensor]) -> Dict[tf.Operation, List[int]]:
-  """Unpack ops (axis 0) whose every output is in `values` exactly once.
-
-  Maps each such op to the indices into `values` of its outputs, in output
-  order, so that its input, the stacked tensor, stands for all of them.
-  """
-  by_op: Dict[tf.Operation, List[int]] = {}
-  for index, value in enumerate(values):
-    if value.op.type == "Unpack":
-      by_op.setdefault(value.op, []).append(index)
-  whole = {}
-  for op, indices in by_op.items():
-    order = sorted(indices, key=lambda i: values[i].value_index)
-    if ([values[i].value_index for i in order] == list(range(len(op.outputs)))
-        and op.get_attr("axis") == 0):
-      whole[op] = order
-  return whole
-
-
 def _groups(grads: Iterable[Gradient]) -> List[List[tf.Tensor]]:
   """Splits non-None gradients into lists that `add_n` can add."""
   values = [tensors.values(grad) for grad in grads if grad is not None]
-  stacks = whole_unstacks(values)
-  groups = [[_summable(op.inputs[0])] for op in stacks]
+  stacks = provenance.whole_stacks(values)
+  groups = [[_summable(whole)] for whole, _ in stacks]
+  stacked = {index for _, indices in stacks for index in indices}
   grouped: Dict[Tuple, List[tf.Tensor]] = {}
-  for value in values:
-    if value.op in stacks:
+  for index, value in enumerate(values):
+    if index in stacked:
       continue
     value = _summable(value)
     key = group_key(value)

@@ -37,12 +37,12 @@ import os
 import runpy
 import sys
 import threading
-import weakref
-from typing import Any, Callable, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
 import mp_optimizer
+from mp_optimizer._internal.keyed import PerObject
 
 VARIABLE = "TF_ENABLE_AUTO_MIXED_PRECISION"
 GRAPH_REWRITE = VARIABLE + "_GRAPH_REWRITE"
@@ -101,9 +101,19 @@ def settings(environ: Optional[Mapping[str, str]] = None) -> Settings:
 # methods again; `_INSIDE` lets those calls through to the originals, and an
 # optimizer that scales the loss already, found on the call stack (nothing
 # public says which optimizer another one wraps), keeps its inner one as is.
-_ORIGINALS = {}
-_WRAPPERS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
-_INSIDE = threading.local()
+
+
+@dataclasses.dataclass
+class _Handover:
+  """Where an optimizer's calls go: `wrapper`, or its own methods if None."""
+  wrapper: Optional[Any]
+
+
+# The replaced methods' originals, by name, kept per class replaced.
+_ORIGINALS: PerObject[type, Dict[str, Callable[..., Any]]] = PerObject(dict)
+_WRAPPERS: PerObject[Any, _Handover] = PerObject(lambda: _Handover(None))
+# Per optimizer, per thread: `.active` while its wrapper is handling a call.
+_INSIDE: PerObject[Any, threading.local] = PerObject(threading.local)
 
 
 def _scales_already(opt: Any) -> bool:
@@ -125,8 +135,9 @@ def _called_by_a_scaling_optimizer() -> bool:
 
 def _wrapper(opt: Any) -> Optional[Any]:
   """The optimizer to hand `opt`'s calls to, made on first use (or None)."""
-  if opt in _WRAPPERS:
-    return _WRAPPERS[opt]
+  known = _WRAPPERS.peek(opt)
+  if known is not None:
+    return known.wrapper
   if _called_by_a_scaling_optimizer():
     return None
   wanted, wrapper = settings(), None
@@ -137,21 +148,21 @@ def _wrapper(opt: Any) -> Optional[Any]:
   elif wanted.graph_rewrite:  # The rewrite alone: a throwaway optimizer.
     mp_optimizer.enable_mixed_precision_graph_rewrite(
         tf.compat.v1.train.GradientDescentOptimizer(1.0), loss_scale=1)
-  _WRAPPERS[opt] = wrapper
+  _WRAPPERS.set(opt, _Handover(wrapper))
   return wrapper
 
 
 def _handed_over(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
   def method(self, *args, **kwargs):
-    inside: set = _INSIDE.__dict__.setdefault("ids", set())
-    wrapper = None if id(self) in inside else _wrapper(self)
+    inside = _INSIDE.of(self)
+    wrapper = None if getattr(inside, "active", False) else _wrapper(self)
     if wrapper is None:
       return original(self, *args, **kwargs)
-    inside.add(id(self))
+    inside.active = True
     try:
       return getattr(wrapper, name)(*args, **kwargs)
     finally:
-      inside.discard(id(self))
+      inside.active = False
   method.__name__, method.__doc__ = name, original.__doc__
   return method
 
@@ -164,10 +175,11 @@ def honour_nvidia_environment() -> None:
   applies gradients. `stop_honouring_nvidia_environment` undoes it.
   """
   base = tf.compat.v1.train.Optimizer
+  originals = _ORIGINALS.of(base)
   for name in _METHODS:
-    if name not in _ORIGINALS:
-      _ORIGINALS[name] = getattr(base, name)
-      setattr(base, name, _handed_over(name, _ORIGINALS[name]))
+    if name not in originals:
+      originals[name] = getattr(base, name)
+      setattr(base, name, _handed_over(name, originals[name]))
 
 
 def stop_honouring_nvidia_environment() -> None:
@@ -176,9 +188,11 @@ def stop_honouring_nvidia_environment() -> None:
   Optimizers wrapped already stay wrapped in the graphs they built.
   """
   base = tf.compat.v1.train.Optimizer
-  for name in list(_ORIGINALS):
-    setattr(base, name, _ORIGINALS.pop(name))
-  _WRAPPERS.clear()
+  originals = _ORIGINALS.of(base)
+  for name in list(originals):
+    setattr(base, name, originals.pop(name))
+  for opt in _WRAPPERS.keys():
+    _WRAPPERS.discard(opt)
 
 
 _USAGE = ("usage: python -m mp_optimizer.nvidia_environment SCRIPT [ARG...]\n"

@@ -1,9 +1,9 @@
 """Checks of the gradients `apply_gradients` is given, made as the graph is built.
 
 Gradients that do not match the loss scale are refused. One walk goes back
-from the gradients over data edges and stops at what `scaling` recorded
-(scaled losses and their multiplier S, unscaled gradients, the optimizer's
-scale) and at the seed every `tf.gradients` call starts from (`grad_ys_N`).
+from the gradients over data edges and stops at what `scaling` recorded in
+the graph's `_internal.provenance` record (scaled losses and their
+multiplier S, unscaled gradients, the optimizer's scale) and at the seed every `tf.gradients` call starts from (`grad_ys_N`).
 A gradient is refused when
 - it reaches a scaled loss (or S) without passing an unscaled gradient or a
   division by S: it would be applied S times too large;
@@ -29,13 +29,14 @@ the graph is built; nothing is added to a step.
 
 import re
 import warnings
-import weakref
-from typing import Dict, Iterable, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import tensorflow as tf
 
+from mp_optimizer._internal import graph_walk
+from mp_optimizer._internal import provenance
 from mp_optimizer._internal import tensors
-from mp_optimizer._step import scaling
+from mp_optimizer._internal.keyed import PerObject
 
 _SEED = re.compile(r"(^|/)grad_ys_\d+$")  # tf.gradients' initial gradient.
 # What a tensor's ancestry reaches (bits): S not divided out yet; the scale
@@ -60,11 +61,11 @@ class _Leaves:
 
   def _records(self, graph: tf.Graph) -> Tuple[Set[int], Set[int], Set[int]]:
     if graph not in self._by_graph:
-      made = scaling.RECORDS.get(graph, {"scaled": (), "unscaled": ()})
-      self._by_graph[graph] = tuple(
-          {id(ref.deref()) for ref in made[kind]}
-          for kind in ("unscaled", "scaled")) + (
-              scaling.SOURCES.get(graph, set()),)
+      made = provenance.recorded(graph)
+      self._by_graph[graph] = (
+          {id(ref.deref()) for ref in made.unscaled},
+          {id(tensor) for tensor in made.scaled_losses},
+          set(made.scale_sources))
     return self._by_graph[graph]
 
   def is_scale(self, tensor: tf.Tensor) -> bool:
@@ -126,27 +127,25 @@ def _walk(starts: Iterable[tf.Tensor]) -> Dict[int, int]:
   passes until nothing changes.
   """
   leaves = _Leaves()
-  order, inputs, seen = [], {}, set()
-  stack = [(tensor, False) for tensor in starts]
-  while stack:
-    tensor, expanded = stack.pop()
-    key = id(tensor)
-    if expanded:
-      order.append(tensor)
-      continue
-    if key in seen:
-      continue
-    seen.add(key)
+  bits: Dict[int, int] = {}  # The leaves' now, every tensor's in the end.
+  inputs: Dict[int, Tuple[List[tf.Tensor], bool]] = {}  # (sources, divided)
+
+  def is_leaf(tensor: tf.Tensor) -> bool:
     leaf = leaves.bits(tensor)
     if leaf is not None:
-      inputs[key] = leaf
-      continue
+      bits[id(tensor)] = leaf
+    return leaf is not None
+
+  def sources(tensor: tf.Tensor) -> List[tf.Tensor]:
     numerator = leaves.numerator(tensor)
-    inputs[key] = ([numerator], True) if numerator is not None else (
+    inputs[id(tensor)] = ([numerator], True) if numerator is not None else (
         list(tensor.op.inputs), False)
-    stack.append((tensor, True))
-    stack.extend((source, False) for source in inputs[key][0])
-  bits = {key: value for key, value in inputs.items() if isinstance(value, int)}
+    return inputs[id(tensor)][0]
+
+  # The last start first: the order these passes have always used.
+  order = [tensor for tensor in graph_walk.walk_back(
+      reversed(list(starts)), sources, stop=is_leaf, post_order=True)
+           if id(tensor) in inputs]
   for _ in range(_MAX_PASSES):
     changed = False
     for tensor in order:
@@ -175,8 +174,8 @@ def check_unscaled(grads_and_vars: tensors.GradsAndVars) -> None:
   """
   pairs = [(tensors.values(g), v) for g, v in grads_and_vars if g is not None]
   bits = _walk(g for g, _ in pairs)
-  allowed = scaling.ALLOWED.get(tensors.require_graph(
-      "LossScaleOptimizer.apply_gradients"), 0) > 0
+  allowed = provenance.recorded(tensors.require_graph(
+      "LossScaleOptimizer.apply_gradients")).allowed > 0
   for grad, var in pairs:
     reached = bits.get(id(grad), 0)
     if reached & _SCALED:
@@ -209,7 +208,8 @@ def check_unscaled(grads_and_vars: tensors.GradsAndVars) -> None:
 
 
 _16BIT_FLOATS, _NAMES_SHOWN = (tf.float16, tf.bfloat16), 5
-_warned = weakref.WeakSet()  # Inner optimizers warned about, once each.
+# Inner optimizers warned about (True), once each.
+_WARNED: PerObject[Any, bool] = PerObject(bool)
 
 
 def warn_if_16bit_variables(optimizer: tf.compat.v1.train.Optimizer,
@@ -219,13 +219,13 @@ def warn_if_16bit_variables(optimizer: tf.compat.v1.train.Optimizer,
   Such a variable has no float32 master copy: its updates are rounded to its
   own dtype, and small ones are lost.
   """
-  if optimizer in _warned:
+  if _WARNED.peek(optimizer):
     return
   names = [var.name for grad, var in grads_and_vars
            if grad is not None and var.dtype.base_dtype in _16BIT_FLOATS]
   if not names:
     return
-  _warned.add(optimizer)
+  _WARNED.set(optimizer, True)
   shown = ", ".join(names[:_NAMES_SHOWN])
   more = (f" and {len(names) - _NAMES_SHOWN} more"
           if len(names) > _NAMES_SHOWN else "")

@@ -46,6 +46,7 @@ from typing import Any, Callable, List, Sequence, Set
 
 import tensorflow as tf
 
+from mp_optimizer._internal import graph_walk
 from mp_optimizer._internal import tensors
 from mp_optimizer._internal import tf_private
 
@@ -175,15 +176,11 @@ def _variable_ops(made: List[_MadeVariable], all_ops: List[tf.Operation],
   """Each made variable's ops and their fan-in among the side's new ops."""
   owned = set()
   for found in made:
-    closure, pending = set(), all_ops[slice(*found.span)]
-    while pending:
-      op = pending.pop()
-      if op in new and op not in closure:
-        closure.add(op)
-        pending.extend(t.op for t in op.inputs)
-        pending.extend(op.control_inputs)
-    found.ops = closure
-    owned |= closure
+    reached = graph_walk.walk_back(
+        all_ops[slice(*found.span)], graph_walk.op_and_control_inputs,
+        stop=lambda op: op not in new)
+    found.ops = {op for op in reached if op in new}
+    owned |= found.ops
   return owned
 
 

@@ -29,8 +29,9 @@ from typing import Any, Iterable, List
 
 import tensorflow as tf
 
+from mp_optimizer._internal import graph_walk
+from mp_optimizer._internal import provenance
 from mp_optimizer._internal import tensors
-from mp_optimizer._step import scaling
 
 _FLOATS = frozenset((tf.float16, tf.bfloat16, tf.float32, tf.float64))
 _KINDS = ("finite", "NaN", "Inf", "NaN+Inf")
@@ -58,14 +59,9 @@ def candidates(grads: Iterable[Any]) -> List[tf.Tensor]:
     return []
   graph = starts[0].graph
   # The losses too: forward ops that only feed the loss's value.
-  starts += [t for t in scaling.scaled_losses(graph) if t.graph is graph]
-  seen, stack = set(), [t.op for t in starts]
-  while stack:
-    op = stack.pop()
-    if op in seen:
-      continue
-    seen.add(op)
-    stack.extend(t.op for t in op.inputs)
+  starts += provenance.recorded(graph).scaled_losses
+  seen = set(graph_walk.walk_back([t.op for t in starts],
+                                  graph_walk.op_inputs))
   order = {op: index for index, op in enumerate(graph.get_operations())}
   ops = sorted((op for op in seen if op in order and graph.is_fetchable(op)),
                key=order.__getitem__)

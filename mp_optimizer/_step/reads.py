@@ -1,34 +1,28 @@
 """Which read of the loss scale S a tensor saw, found from the gradients.
 
 A manager's scale may be read more than once per step, and another train op
-of the same manager may change it between two reads. So the reads that
-scaled a loss and unscaled gradients are remembered (by `scaling`), and
-whatever needs "the S these gradients saw" walks back to them
-(`read_behind`) instead of reading again: the step's signals, telemetry and
-overflow report, and `get_unscaled_gradients` for the S of its loss.
+of the same manager may change it between two reads. So `scaling` records
+the read that scaled each loss and unscaled each gradient (in the graph's
+`_internal.provenance` record), and whatever needs "the S these gradients
+saw" walks back to them (`read_behind`) instead of reading again: the
+step's signals, telemetry and overflow report, and `get_unscaled_gradients`
+for the S of its loss.
 """
 
-import weakref
-from typing import Iterable, Optional
+from typing import Dict, Iterable, Optional
 
 import tensorflow as tf
 
+from mp_optimizer._internal import graph_walk
+from mp_optimizer._internal import provenance
 from mp_optimizer._internal import tensors
 from mp_optimizer._internal.tensors import Gradient
 
-# kind -> graph -> {ref of a tensor that saw S: the read of S it saw}, for
-# the unscaled gradients and the multipliers of the scaled losses.
-_READS = {"scaled": weakref.WeakKeyDictionary(),
-          "unscaled": weakref.WeakKeyDictionary()}
 
-
-def remember(kind: str, made: Iterable[Optional[tf.Tensor]],
-             loss_scale: tf.Tensor) -> None:
-  """Records that the tensors `made` ("scaled" or "unscaled") saw `loss_scale`."""
-  seen_by = _READS[kind].setdefault(loss_scale.graph, {})
-  for tensor in made:
-    if tensor is not None:
-      seen_by[tensor.ref()] = loss_scale
+def _seen_by(kind: str, graph: tf.Graph) -> Dict[object, tf.Tensor]:
+  """The tensors of `kind` that saw S in `graph` -> the read each saw."""
+  record = provenance.recorded(graph)
+  return record.unscaled if kind == "unscaled" else record.multipliers
 
 
 def read_behind(kind: str, grads: Iterable[Optional[Gradient]]
@@ -42,18 +36,11 @@ def read_behind(kind: str, grads: Iterable[Optional[Gradient]]
   which the gradients of `loss * S` read.
   """
   strategy = tf.distribute.get_strategy()
-  visited = set()
-  for grad in grads:
-    if grad is None:
-      continue
-    start = tensors.values(strategy.experimental_local_results(grad)[0])
-    seen_by = _READS[kind].get(start.graph, {})
-    pending = [start] if seen_by else []
-    while pending:  # Depth first; each tensor once (loops have cycles).
-      tensor = pending.pop()
-      if id(tensor) not in visited:
-        visited.add(id(tensor))
-        if tensor.ref() in seen_by:
-          return seen_by[tensor.ref()]
-        pending.extend(tensor.op.inputs)
+  starts = [tensors.values(strategy.experimental_local_results(grad)[0])
+            for grad in grads if grad is not None]
+  starts = [start for start in starts if _seen_by(kind, start.graph)]
+  for tensor in graph_walk.walk_back(starts, graph_walk.tensor_inputs):
+    found = _seen_by(kind, tensor.graph).get(tensor.ref())
+    if found is not None:
+      return found
   return None

@@ -1,21 +1,24 @@
-"""Scaling a loss up and gradients back down, and the record of what saw S.
+"""Scaling a loss up and gradients back down, recording what saw S.
 
 `read_loss_scale` reads the scale once, for a step that must use one S for
-both directions. Both directions record, per graph, what they made (the
-scaled loss and its multiplier S, the unscaled gradients); `apply_gradients`
-records the optimizer's scale (its variable's handles, or a fixed scale's
-constant), so hand-written scaling with `opt.get_loss_scale()` is
-recognised. `_step.checks` walks back from the gradients to those records;
-`allow_unscaled_gradients()` opens a block in which gradients that never
-saw S are let through. A loss computed in bfloat16 only gets a warning
-(`warn_if_bfloat16_only`): its gradients cannot underflow.
+both directions. Both directions write what they made in the graph's
+record (`_internal.provenance`): the scaled loss, its multiplier and the
+read of S it was cast from; the unscaled gradients, the read of S each was
+unscaled with, and the stacks; `apply_gradients` adds the optimizer's scale
+(its variable's handles, or a fixed scale's constant), so hand-written
+scaling with `opt.get_loss_scale()` is recognised, and
+`allow_unscaled_gradients()` counts its open blocks there, in which
+gradients that never saw S are let through. `_step.checks` and
+`_step.reads` walk back from the gradients to what the record names. A
+loss computed in bfloat16 only gets a warning (`warn_if_bfloat16_only`):
+its gradients cannot underflow.
 
 Small gradients of one shape, dtype and device are unscaled together: they
 are stacked, the stack is multiplied by 1/S once, and each variable gets its
 slice back (`tf.unstack`, whose slices share the product's buffer). A model
 of a few thousand small variables then runs a few kernels for the unscale,
 not one per variable, and the finite check reads the stack whole
-(`managers.all_finite` recognises a complete unstack). The stack waits for
+(`managers.all_finite` finds the stacks in the record). The stack waits for
 every gradient of its group, which a step that may be skipped does anyway
 (its updates wait for the check); a step that applies every step unscales
 each gradient on its own, so that each update can start as soon as its
@@ -26,13 +29,14 @@ one: stacking them would cost a copy and save no kernel worth it.
 
 import contextlib
 import warnings
-import weakref
 from typing import (Any, Dict, Iterable, Iterator, List, Optional, Sequence,
                     Tuple, Union)
 
 import tensorflow as tf
 
 from mp_optimizer import managers
+from mp_optimizer._internal import graph_walk
+from mp_optimizer._internal import provenance
 from mp_optimizer._internal import tensors
 from mp_optimizer._step import reads
 from mp_optimizer.managers import finite
@@ -43,24 +47,6 @@ from mp_optimizer._internal.tensors import Gradient
 # gradient would be exactly 0 and the step would pass as finite.
 SMALLEST_NORMAL_RECIPROCAL = 2.0**-126
 
-RECORDS = weakref.WeakKeyDictionary()  # graph -> {"scaled": set, "unscaled": set}
-# graph -> ids of the optimizers' scale tensors and scale variables' handles.
-SOURCES = weakref.WeakKeyDictionary()
-ALLOWED = weakref.WeakKeyDictionary()  # graph -> open allow_unscaled_gradients
-
-
-def _record(kind: str, made: Iterable) -> None:
-  for tensor in made:
-    if tensor is not None:
-      tensor = tensors.values(tensor)
-      RECORDS.setdefault(tensor.graph, {"scaled": set(), "unscaled": set()})[
-          kind].add(tensor.ref())
-
-
-def scaled_losses(graph: tf.Graph) -> List[tf.Tensor]:
-  """The scaled losses (and their multipliers) recorded in `graph`."""
-  return [ref.deref() for ref in RECORDS.get(graph, {}).get("scaled", ())]
-
 
 def record_scale_source(loss_scale: Union[tf.Tensor, tf.Variable]) -> None:
   """Remembers the optimizer's scale (a variable or a tensor) in its graph.
@@ -70,12 +56,12 @@ def record_scale_source(loss_scale: Union[tf.Tensor, tf.Variable]) -> None:
   unscales by hand (see `_step.checks`).
   """
   if isinstance(loss_scale, tf.Tensor):
-    SOURCES.setdefault(loss_scale.graph, set()).add(id(loss_scale))
+    provenance.of(loss_scale.graph).scale_sources.add(id(loss_scale))
     return
   strategy = tf.distribute.get_strategy()
   for component in strategy.experimental_local_results(loss_scale):
     handle = component.handle  # Lives (and keeps its id) with its graph.
-    SOURCES.setdefault(handle.graph, set()).add(id(handle))
+    provenance.of(handle.graph).scale_sources.add(id(handle))
 
 
 @contextlib.contextmanager
@@ -101,12 +87,13 @@ def allow_unscaled_gradients() -> Iterator[None]:
   Raises:
     RuntimeError: Under eager execution.
   """
-  graph = tensors.require_graph("mp_optimizer.allow_unscaled_gradients")
-  ALLOWED[graph] = ALLOWED.get(graph, 0) + 1
+  record = provenance.of(
+      tensors.require_graph("mp_optimizer.allow_unscaled_gradients"))
+  record.allowed += 1
   try:
     yield
   finally:
-    ALLOWED[graph] -= 1
+    record.allowed -= 1
 
 
 def read_loss_scale(manager: managers.LossScaleManager) -> tf.Tensor:
@@ -156,32 +143,29 @@ def scale_loss(loss: tf.Tensor, loss_scale: tf.Tensor) -> tf.Tensor:
   """Returns `loss * S`, with S cast to the loss's dtype.
 
   The result is one `Mul` op whose second input is that multiplier. Both
-  are recorded: for a loss of static shape `tf.gradients` builds its seed
-  from a constant shape and never reads the product, but the gradient of
-  `loss * S` always reads S.
+  are recorded, and the read of S behind the multiplier: for a loss of
+  static shape `tf.gradients` builds its seed from a constant shape and
+  never reads the product, but the gradient of `loss * S` always reads S.
 
   Args:
     loss: A floating-point tensor (float16 losses stay float16), as accepted
       by `check_loss`.
     loss_scale: The float32 scalar scale.
   """
-  scaled = tf.multiply(loss, tf.cast(loss_scale, loss.dtype),
-                       name="scaled_loss")
-  _record("scaled", [scaled, scaled.op.inputs[1]])
-  reads.remember("scaled", [scaled.op.inputs[1]], loss_scale)
+  multiplier = tf.cast(loss_scale, loss.dtype)
+  scaled = tf.multiply(loss, multiplier, name="scaled_loss")
+  multiplier = scaled.op.inputs[1]  # The cast, or S itself if it was one.
+  record = provenance.of(scaled.graph)
+  record.scaled_losses += [scaled, multiplier]
+  record.multipliers[multiplier.ref()] = loss_scale
   return scaled
 
 
 def warn_if_bfloat16_only(loss: tf.Tensor) -> None:
   """Warns when the ops behind `loss` use bfloat16 and never float16."""
-  seen, stack, dtypes = set(), [loss.op], set()
-  while stack:
-    op = stack.pop()
-    if op in seen:
-      continue
-    seen.add(op)
-    dtypes.update(t.dtype.base_dtype for t in op.outputs)
-    stack.extend(t.op for t in op.inputs)
+  dtypes = {t.dtype.base_dtype
+            for op in graph_walk.walk_back([loss.op], graph_walk.op_inputs)
+            for t in op.outputs}
   if tf.bfloat16 in dtypes and tf.float16 not in dtypes:
     warnings.warn(
         f"The loss {loss.name} is computed in bfloat16 without any float16 "
@@ -235,18 +219,21 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor,
                      float("nan"), name="inverse_loss_scale")
   values = [None if grad is None else
             tf.convert_to_tensor(tensors.values(grad)) for grad in grads]
+  record = provenance.of()  # Of the default graph, where all this is built.
   unscaled = list(values)
   for indices in _stack_groups(values) if stack else ():
     stacked = tf.stack([values[i] for i in indices], name="stacked_gradients")
-    slices = tf.unstack(_unscale_dense(stacked, inverse), num=len(indices),
-                        name="unscaled_gradients")
-    for index, piece in zip(indices, slices):
+    whole = _unscale_dense(stacked, inverse)
+    made = provenance.Stack(whole, tuple(tf.unstack(
+        whole, num=len(indices), name="unscaled_gradients")))
+    for position, (index, piece) in enumerate(zip(indices, made.slices)):
       unscaled[index] = piece
+      record.stacks[piece.ref()] = (made, position)
   for index, value in enumerate(values):
     if value is not None and unscaled[index] is value:
       unscaled[index] = _unscale_dense(value, inverse)
-  result = [None if grad is None else tensors.with_values(grad, new)
-            for grad, new in zip(grads, unscaled)]
-  _record("unscaled", result)
-  reads.remember("unscaled", unscaled, loss_scale)
-  return result
+  for value in unscaled:
+    if value is not None:
+      record.unscaled[value.ref()] = loss_scale
+  return [None if grad is None else tensors.with_values(grad, new)
+          for grad, new in zip(grads, unscaled)]

@@ -30,7 +30,8 @@ measures the gradients it checks (unscaled, before any clip):
 measured as the unscale left them: entries it rounded to 0 count as zero.
 
 Cost: two reductions over the gradients, on the stacks the unscale made
-(`scaling.unscale`) or else per gradient: one `max` of |g|, then one `sum`
+(`scaling.unscale`, found in the graph's `_internal.provenance` record) or
+else per gradient: one `max` of |g|, then one `sum`
 of [(g / amax)**2, |g| <= 2**-25 / S] per variable, with several replicas
 summed across them; the elementwise work around them (|g|, the square, the
 comparison) reads each gradient a few more times. Nothing is read to the
@@ -45,8 +46,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from mp_optimizer._internal import provenance
 from mp_optimizer._internal import tensors
-from mp_optimizer.managers import finite
 
 FLOAT16_MAX = 65504.0
 # Largest magnitude float16 rounds to 0: half its smallest subnormal, 2**-24
@@ -69,13 +70,12 @@ def _float32(value: tf.Tensor) -> tf.Tensor:
 
 
 def _blocks(values: Sequence[tf.Tensor]) -> List[Tuple[tf.Tensor, List[int]]]:
-  """(tensor, indices into `values`): whole unstacks as one block, else one each.
+  """(tensor, indices into `values`): whole stacks as one block, else one each.
 
   A block of k gradients is a tensor of shape [k, ...]; a lone gradient is
   given a leading axis of 1.
   """
-  blocks = [(op.inputs[0], indices)
-            for op, indices in finite.whole_unstacks(values).items()]
+  blocks = provenance.whole_stacks(values)
   done = {index for _, indices in blocks for index in indices}
   blocks += [(tf.expand_dims(values[i], 0), [i])
              for i in range(len(values)) if i not in done]

@@ -127,21 +127,28 @@ class StackedUnscaleTest(parameterized.TestCase):
 
 class StackedCheckTest(parameterized.TestCase):
 
-  def _check(self, count, keep):
-    """all_finite over `keep` of `count` unstacked slices; (flag, ops, feed)."""
+  def _check(self, count, keep, unscaled=True):
+    """all_finite over `keep` of `count` slices: of the stack `unscale` made
+    (at S = 1), or of a `tf.unstack` of the test's own; (graph, feed, flag,
+    the ops all_finite made)."""
     graph = tf.Graph()
     with graph.as_default():
       source = v1.placeholder(tf.float32, [count, 4, 4])
       slices = tf.unstack(source)
+      if unscaled:
+        slices = scaling.unscale(slices, tf.constant(1.0))
       start = len(graph.get_operations())
       flag = managers.all_finite(slices[:keep])
       made = graph.get_operations()[start:]
     return graph, source, flag, made
 
-  def test_a_whole_unstack_is_checked_on_its_stack(self):
-    graph, source, flag, made = self._check(6, 6)
+  @parameterized.named_parameters(
+      ("of_the_unscale_s_stack_as_one_sum", True, ["Sum"]),
+      ("of_an_unstack_of_its_own_slice_by_slice", False, ["AddN", "Sum"]))
+  def test_all_slices_checked(self, unscaled, reductions):
+    graph, source, flag, made = self._check(6, 6, unscaled)
     self.assertEqual([op.type for op in made if op.type in ("AddN", "Sum")],
-                     ["Sum"])
+                     reductions)
     with v1.Session(graph=graph) as sess:
       clean = np.ones((6, 4, 4), np.float32)
       self.assertTrue(sess.run(flag, {source: clean}))
