@@ -39,18 +39,22 @@ The names in `__all__` are the package's interface. Its modules are the
 tool's inner workings, one step each: `cli` (the command line), `selection`
 (which files found are converted: each real file once, TensorFlow's own
 sources never), `files` (one file read, converted, written only if unchanged
-since it was read, owner and mode kept), `codemod` (`convert`, the passes in order),
+since it was read, owner and mode kept), `mentions` (what a file or
+statement must spell to be parsed), `chunks` (what is left out of the
+parse), `limits` (what is too large to parse), `codemod` (`convert`, the
+passes in order), `passes` (`Finding`, and the base every pass shares),
 `names` (the legacy names and their targets), `resolve` (what a name refers
-to through imports and aliases), `expressions` (rewrites legacy references),
-`flow` and `calls` (legacy calls and what flows into their arguments),
-`layout` (continuation lines), `findings` and `subclasses` (what is left
-for a human), `getters` and `environment` (hand-written float32 getters,
-NVIDIA's container variables), `openseq2seq`, `scalers` and `literals`
-(OpenSeq2Seq's loss scaling, reported with the manager that does the same,
-from the literal values written there), `imports` (rewrites imports),
-`new_imports` (adds them), `horovod` (`--horovod`), `precision` (`--precision bfloat16`), `chunks` (what is left out of the parse) and
-`diffs` (unified diffs in linear time). Neither
-TensorFlow nor `mp_optimizer`'s own TensorFlow code is imported.
+to through imports and aliases), `expressions` (the pass that rewrites
+legacy references), `flow` and `calls` (legacy calls and what flows into
+their arguments), `layout` (continuation lines), `findings` and
+`subclasses` (what is left for a human), `getters` and `environment`
+(hand-written float32 getters, NVIDIA's container variables), the
+`openseq2seq` package (OpenSeq2Seq's loss scaling, reported with the
+manager that does the same), `imports` (rewrites imports), `new_imports`
+(adds them), `horovod` (`--horovod`), `precision` (`--precision bfloat16`),
+`statements` (a module's logical lines) and `diffs` (unified diffs in
+linear time). Neither TensorFlow nor `mp_optimizer`'s own TensorFlow code
+is imported.
 """
 
 import importlib
@@ -59,7 +63,7 @@ from mp_optimizer.migrate.cli import main
 
 # Loaded on first use: they need libcst, which the command line imports only
 # when a file mentions the legacy API.
-_LAZY = {"Finding": "mp_optimizer.migrate.findings",
+_LAZY = {"Finding": "mp_optimizer.migrate.passes",
          "convert": "mp_optimizer.migrate.codemod"}
 
 __all__ = [

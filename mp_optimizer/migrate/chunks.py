@@ -7,8 +7,9 @@ and gigabytes, nearly all of it for code that has nothing to do with mixed
 precision. `Reduced` reads the module's statements with Python's tokenizer
 (`statements.logical_lines`: one pass, little memory) and stands a one-line
 placeholder in for each statement, at any depth, that the passes cannot
-need: one that spells no name the codemod looks for, binds no name that the
-statements kept spell, and reads no private attribute of such a name.
+need: one that spells no name the codemod looks for (`mentions.STATEMENT`),
+binds no name that the statements kept spell, and reads no private
+attribute of such a name.
 Statements that spell one are kept, and a compound one (a function, class,
 `if`, `with`...) keeps its clause headers while each statement of its
 blocks is judged the same way; a function shaped like a float32 getter is
@@ -28,25 +29,9 @@ import re
 import tokenize
 from typing import Callable, List, Set, Tuple
 
-from mp_optimizer.migrate import names
+from mp_optimizer.migrate import mentions
 from mp_optimizer.migrate import statements
 
-# What a statement must spell to be parsed: the file filter's legacy
-# spellings, the library's own names (a converted file, run again), the
-# manager's two methods (a loss-scale subclass that defines both is not
-# reported), contrib's private members (also a method that overrides one),
-# NVIDIA's environment variables, and OpenSeq2Seq's loss scaling (its
-# scalers, its optimizer wrapper, `optimize_loss`, configs).
-_PRIVATE = "|".join(sorted(names.LEGACY_PRIVATE))
-_RELEVANT = re.compile(
-    r"mixed_precision|LossScale|experimental|getter|mp_optimizer|managers|"
-    r"(?:get|update)_loss_scale|TF_ENABLE_AUTO_MIXED_PRECISION|import|Scaler|"
-    r"loss_scaling|MixedPrecisionOptimizerWrapper|optimize_loss|"
-    rf"\b(?:{_PRIVATE})\b")
-# A function that may be a float32 getter (`getters.GetterPass`): its second
-# parameter is `name`, or it takes `*args` after the first.
-_GETTER = re.compile(r"\s*(?:@.*\n\s*)*(?:async\s+)?def\s+\w+\s*\(\s*\w+"
-                     r"[^,()]*,\s*(?:name\b|\*(?!\*))")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _Span = statements.Span
 
@@ -69,8 +54,7 @@ class Reduced:
     self._chunks: List[str] = []
     # Sorted line numbers in `self.source` where each piece starts, and the
     # line of the original file each starts at.
-    self._reduced_lines: List[int] = [1]
-    self._original_lines: List[int] = [1]
+    self._reduced_lines, self._original_lines = [1], [1]
     try:
       self.lines = statements.logical_lines(source)
     except (tokenize.TokenError, SyntaxError) as e:
@@ -84,7 +68,7 @@ class Reduced:
     self._offsets = [0]
     for text in self._text:
       self._offsets.append(self._offsets[-1] + len(text))
-    self._matches = [m.start() for m in _RELEVANT.finditer(source)]
+    self._matches = [m.start() for m in mentions.STATEMENT.finditer(source)]
     self._nonce = _nonce(source)
     # Pass 1: the statements that spell a relevant name, and what they spell.
     spelled: Set[str] = set()
@@ -95,9 +79,7 @@ class Reduced:
     # those names; then those that bind a name these spell (`cls = ...;
     # opt = cls()`).
     for _ in range(2):
-      needed = [span for span in candidates
-                if self._needs(span, spelled)]
-      for span in needed:
+      for span in [s for s in candidates if self._needs(s, spelled)]:
         spelled.update(_IDENTIFIER.findall(self._span_text(span)))
     left_out = []
     # Compiled in runs of statements of one block, a run at a time (one
@@ -150,7 +132,7 @@ class Reduced:
         left_out.append((start, stop))
         continue
       blocks = statements.blocks(self.lines, start, stop)
-      if (top and start == 0) or not blocks or _GETTER.match(
+      if (top and start == 0) or not blocks or mentions.GETTER.match(
           self.source, self._offsets[first - 1]):
         spelled.update(_IDENTIFIER.findall(self._span_text((start, stop))))
         for line in self.lines[start:stop]:
@@ -199,7 +181,6 @@ class Reduced:
 
   def _build(self, left_out: List[_Span]) -> None:
     pieces, kept = [], set(range(len(self.lines)))
-    self._reduced_lines, self._original_lines = [1], [1]
     reduced_line, at = 1, 1
     for span in _merged(self.lines, left_out, self._size, len(self.source)):
       first, last = self._line_range(span)

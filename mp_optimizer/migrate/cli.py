@@ -4,9 +4,9 @@
     python -m mp_optimizer.migrate [--in-place] [--jobs N] [--precision P] PATH...
 
 A file that cannot refer to the legacy API is never parsed
-(`names.might_use_legacy`); the rest are converted by up to `--jobs` worker
-processes, and their output is printed in file order. Every run ends with
-one summary line on stderr: files scanned, changed, findings, notices,
+(`mentions.might_use_legacy`); the rest are converted by up to `--jobs`
+worker processes, and their output is printed in file order. Every run ends
+with one summary line on stderr: files scanned, changed, findings, notices,
 errors. Trees of more than 100 files show a progress line on a terminal's
 stderr, redrawn in place and cleared before anything else is printed; in a
 log there is none, so findings stay one a line.
@@ -20,7 +20,6 @@ import sys
 from typing import List, Optional, Sequence, TextIO
 
 from mp_optimizer.migrate import files
-from mp_optimizer.migrate import names
 from mp_optimizer.migrate import selection
 
 # Fewer files than this to convert are not worth starting workers for.

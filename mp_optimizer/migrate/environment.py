@@ -13,11 +13,11 @@ way and is not reported; any other value, a flag's value included
 (`"1" if args.amp else "0"`), is.
 """
 
-from typing import Callable, List, Optional
+from typing import Optional
 
 import libcst as cst
 
-from mp_optimizer.migrate import findings
+from mp_optimizer.migrate import passes
 from mp_optimizer.migrate import resolve
 
 _BOTH = "TF_ENABLE_AUTO_MIXED_PRECISION"
@@ -61,19 +61,10 @@ def _string(node: cst.BaseExpression) -> Optional[str]:
   return None
 
 
-class EnvironmentPass(cst.CSTVisitor):
-  """Collects a finding for each place that switches one of them on.
-
-  Args:
-    lines: Maps a parsed line to the file's line (`resolve.Resolver`).
-  """
+class EnvironmentPass(passes.ReportingPass, cst.CSTVisitor):
+  """Collects a finding for each place that switches one of them on."""
 
   METADATA_DEPENDENCIES = resolve.METADATA_DEPENDENCIES
-
-  def __init__(self, lines: Callable[[int], int] = lambda line: line):
-    super().__init__()
-    self.findings: List[findings.Finding] = []
-    self._resolve = resolve.Resolver(self.get_metadata, lines)
 
   def _is(self, node: cst.BaseExpression, *paths: str) -> bool:
     return any(q.name in paths for q in self._resolve.qualified_names(node))
@@ -87,8 +78,7 @@ class EnvironmentPass(cst.CSTVisitor):
       return
     if isinstance(value, cst.Integer) and value.value == "0":
       return
-    self.findings.append(findings.Finding(self._resolve.line(node),
-                                          _reason(name)))
+    self._report(node, _reason(name))
 
   def visit_Assign(self, node: cst.Assign) -> None:
     for target in node.targets:

@@ -12,13 +12,14 @@ implement the manager's two methods) is reported too, and so is this
 library's name for it in converted code, run again.
 """
 
-from typing import Callable, Dict, List, Optional, Set
+from typing import Optional
 
 import libcst as cst
 
 from mp_optimizer.migrate import findings
 from mp_optimizer.migrate import flow
 from mp_optimizer.migrate import names
+from mp_optimizer.migrate import passes
 from mp_optimizer.migrate import resolve
 from mp_optimizer.migrate import subclasses
 from mp_optimizer.migrate.resolve import source_text
@@ -30,43 +31,29 @@ _MANAGER_METHODS = ("get_loss_scale", "update_loss_scale")
 _BY_HAND = "use managers.*/mp_optimizer.* names directly"
 
 
-class ExpressionPass(cst.CSTTransformer):
+class ExpressionPass(passes.ReportingPass, cst.CSTTransformer):
   """Rewrites dotted legacy references; reports those it leaves alone.
 
-  Args:
-    refs: The names this file reaches the `mp_optimizer` and `managers`
-      packages by (the package names, unless those are taken).
-    lines: Maps a parsed line to the file's line (`resolve.Resolver`).
+  It writes to its `passes.Conversion` the packages the rewritten code
+  refers to (`needed`) and whether it converted one of TensorFlow's own
+  names (`converted_tf_names`).
 
-  Attributes:
-    findings: What this pass left for a human.
-    needed: The packages (keys of `refs`) the rewritten code refers to.
-    converted_tf_names: Whether one of TensorFlow's own loss-scale or
-      graph-rewrite names was converted (by this pass or, for a bare name,
-      by the import pass).
+  Args:
+    conversion: The module's conversion; its `refs` are the names the
+      rewritten code reaches the `mp_optimizer` and `managers` packages by.
   """
 
   METADATA_DEPENDENCIES = resolve.METADATA_DEPENDENCIES
 
-  def __init__(self, refs: Dict[str, str],
-               lines: Callable[[int], int] = lambda line: line):
-    super().__init__()
-    self.refs = refs
-    self.findings: List[findings.Finding] = []
-    self.needed: Set[str] = set()
-    self.converted_tf_names = False
-    self._resolve = resolve.Resolver(self.get_metadata, lines)
-    self._calls = flow.LegacyCalls(self._resolve, refs["managers"],
+  def __init__(self, conversion: passes.Conversion):
+    super().__init__(conversion)
+    self._calls = flow.LegacyCalls(self._resolve, conversion.refs["managers"],
                                    self._report)
 
-  def _report(self, node: cst.CSTNode, reason: str,
-              needs_human: bool = True) -> None:
-    self.findings.append(findings.Finding(self._resolve.line(node), reason,
-                                          needs_human))
-
   def _ref(self, package: str, name: str, like=None) -> cst.Attribute:
-    self.needed.add(package)
-    new = cst.Attribute(cst.Name(self.refs[package]), cst.Name(name))
+    self.conversion.needed.add(package)
+    new = cst.Attribute(cst.Name(self.conversion.refs[package]),
+                        cst.Name(name))
     return new if like is None else new.with_changes(lpar=like.lpar,
                                                      rpar=like.rpar)
 
@@ -147,7 +134,7 @@ class ExpressionPass(cst.CSTTransformer):
       return updated
     if is_tf:
       self._report_shifts(original, target, context)
-    self.converted_tf_names |= is_tf
+    self.conversion.converted_tf_names |= is_tf
     if isinstance(original, cst.Name) or (
         isinstance(original.value, cst.Name) and
         self._resolve.legacy_path(original.value) in names.CONTRIB_MODULES):
@@ -225,7 +212,7 @@ class ExpressionPass(cst.CSTTransformer):
       full = f"{path}.{attribute.evaluated_value}"
       target = names.LEGACY_NAMES.get(full)
       if target is not None and len(original.args) == 2:
-        self.converted_tf_names |= target.family == names.TF
+        self.conversion.converted_tf_names |= target.family == names.TF
         return self._ref(target.package, target.name)
       if full in names.CONTRIB_MODULES:
         return self._ref("mp_optimizer", "contrib")

@@ -16,7 +16,7 @@ import tokenize
 from typing import Iterator, List, Sequence
 
 from mp_optimizer.migrate import diffs
-from mp_optimizer.migrate import names
+from mp_optimizer.migrate import mentions
 
 _NOT_SEARCHED = ("__pycache__", "site-packages", "dist-packages")
 
@@ -164,15 +164,10 @@ class Options:
 
 def wanted(data: bytes, options: Options = Options()) -> bool:
   """Whether `data` may need converting with `options` (no parsing)."""
-  return (names.might_use_legacy(data) or
+  return (mentions.might_use_legacy(data) or
           (options.horovod and b"horovod" in data) or
-          (options.precision == "bfloat16" and precision_words(data)))
-
-
-def precision_words(data: bytes) -> bool:
-  """Whether `data` spells what `--precision bfloat16` rewrites or reports."""
-  return any(word in data for word in (b"float16", b"half", b"LossScale",
-                                       b"mixed_precision", b"65504"))
+          (options.precision == "bfloat16" and
+           mentions.precision_words(data)))
 
 
 def process(path: str, data: bytes, in_place: bool,

@@ -1,4 +1,4 @@
-"""Findings: what is left for a human, and the pass that reports the rest.
+"""The findings pass: what is left for a human that no rewrite reports.
 
 The expression pass reports what it sees while it decides how to rewrite a
 legacy reference (a Keras API, a type check, a base class, a namespace used as
@@ -15,35 +15,15 @@ did; and the private members the replacement keeps with the same meaning
 (`names.KEPT_PRIVATE`, such as the optimizer's `_opt`).
 """
 
-import dataclasses
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import libcst as cst
 
 from mp_optimizer.migrate import names
+from mp_optimizer.migrate import passes
 from mp_optimizer.migrate import resolve
 from mp_optimizer.migrate import subclasses
 from mp_optimizer.migrate.resolve import source_text
-
-
-@dataclasses.dataclass(frozen=True)
-class Finding:
-  """Something a human has to look at, or a notice to read.
-
-  Attributes:
-    line: The line of the input it is on (1-based).
-    reason: What is wrong and, where there is one, what to do instead; one
-      line (code quoted from several lines is joined with single spaces).
-    needs_human: True for a finding (the code may not do what it did); False
-      for a notice: the converted code works, with a documented difference
-      that the reason spells out with the way to keep the old behaviour.
-  """
-  line: int
-  reason: str
-  needs_human: bool = True
-
-  def __post_init__(self):
-    object.__setattr__(self, "reason", " ".join(self.reason.split()))
 
 
 def unknown_contrib_member(path: str) -> str:
@@ -51,27 +31,22 @@ def unknown_contrib_member(path: str) -> str:
   return f"`{path}` is not part of tf.contrib.mixed_precision: no replacement"
 
 
-class FindingsPass(cst.CSTVisitor):
+class FindingsPass(passes.ReportingPass, cst.CSTVisitor):
   """Collects the findings the expression pass does not make.
 
   Findings about private members and contrib's scale variable count only in a
   file that refers to the legacy API somewhere; elsewhere `self._opt` is just
-  somebody's attribute.
-
-  Args:
-    converted_tf_names: Whether the expression pass converted one of
-      TensorFlow's own loss-scale or graph-rewrite names in this file.
-    lines: Maps a parsed line to the file's line (`resolve.Resolver`).
+  somebody's attribute. Keras mixed precision is reported if the expression
+  pass converted one of TensorFlow's own names
+  (`Conversion.converted_tf_names`), or this file uses this library's name
+  for one.
   """
 
   METADATA_DEPENDENCIES = resolve.METADATA_DEPENDENCIES
 
-  def __init__(self, converted_tf_names: bool,
-               lines: Callable[[int], int] = lambda line: line):
-    super().__init__()
-    self.findings: List[Finding] = []
-    self._converted_tf_names = converted_tf_names
-    self._resolve = resolve.Resolver(self.get_metadata, lines)
+  def __init__(self, conversion: passes.Conversion):
+    super().__init__(conversion)
+    self._library_tf_names = False  # This library's name for a TF one.
     # `opt`, `self.opt`: legacy values -> the legacy class they were made by.
     self._legacy_objects: Dict[str, str] = {}
     # Each enclosing class, if it extends a legacy class (or such a class
@@ -79,14 +54,9 @@ class FindingsPass(cst.CSTVisitor):
     self._classes: List[Optional[subclasses.Subclass]] = []
     self._subclassed: Dict[str, str] = {}
     # Findings that count only if the file refers to the legacy API.
-    self._if_legacy: List[Finding] = []
+    self._if_legacy: List[passes.Finding] = []
     self._saw_legacy = False
     self._keras_line: Optional[int] = None
-
-  def _report(self, node: cst.CSTNode, reason: str,
-              only_if_legacy: bool = False) -> None:
-    found = Finding(self._resolve.line(node), reason)
-    (self._if_legacy if only_if_legacy else self.findings).append(found)
 
   # Module, imports, classes --------------------------------------------------
 
@@ -96,8 +66,10 @@ class FindingsPass(cst.CSTVisitor):
   def leave_Module(self, original_node: cst.Module) -> None:
     if self._saw_legacy:
       self.findings.extend(self._if_legacy)
-    if self._converted_tf_names and self._keras_line is not None:
-      self.findings.append(Finding(self._keras_line, (
+    converted = (self.conversion.converted_tf_names or
+                 self._library_tf_names)
+    if converted and self._keras_line is not None:
+      self.findings.append(passes.Finding(self._keras_line, (
           "this file also uses Keras mixed precision: the loss scales "
           "converted here work with tf.compat.v1 optimizers only; check that "
           "none of them reaches a Keras optimizer")))
@@ -143,7 +115,7 @@ class FindingsPass(cst.CSTVisitor):
   def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
     found = self._classes.pop()
     if found is not None and found.reason():
-      self.findings.append(Finding(found.line, found.reason()))
+      self.findings.append(passes.Finding(found.line, found.reason()))
 
   def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
     if self._classes and self._classes[-1] and (
@@ -176,7 +148,7 @@ class FindingsPass(cst.CSTVisitor):
     if legacy or target:
       self._saw_legacy = True
       # This library's name for one of TensorFlow's: converted code, run again.
-      self._converted_tf_names |= legacy is None and target.family == names.TF
+      self._library_tf_names |= legacy is None and target.family == names.TF
       return
     self._check_other(node)
 
@@ -199,9 +171,10 @@ class FindingsPass(cst.CSTVisitor):
             and attr in names.LEGACY_PRIVATE)) and (
                 made_by not in names.KEPT_PRIVATE.get(attr, ())):
       hint = names.PRIVATE_HINTS.get(attr)
-      self._report(node, f"`{receiver}.{attr}` is private to the legacy class "
-                   "and the replacement has no such attribute" +
-                   (f"; use {hint}" if hint else ""), only_if_legacy=True)
+      self._if_legacy.append(self._finding(
+          node, f"`{receiver}.{attr}` is private to the legacy class and the "
+          "replacement has no such attribute" +
+          (f"; use {hint}" if hint else "")))
 
   def _assigned(self, node: cst.BaseExpression) -> bool:
     """Whether `node` is (part of) the target of an assignment."""

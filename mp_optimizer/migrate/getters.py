@@ -26,13 +26,9 @@ was given and casts (`create_model_fn(detection_model_fn, configs, ...)`,
 `unet_fn(features, labels, mode, params)`) has no getter's signature.
 """
 
-from typing import Callable, List
-
 import libcst as cst
-from libcst import metadata
 
-from mp_optimizer.migrate import findings
-
+from mp_optimizer.migrate import passes
 
 
 def _notice(name: str, reads_trainable: bool) -> str:
@@ -51,19 +47,8 @@ def _notice(name: str, reads_trainable: bool) -> str:
           "in detail")
 
 
-class GetterPass(cst.CSTVisitor):
-  """Collects a notice for each function shaped like a float32 getter.
-
-  Args:
-    lines: Maps a parsed line to the file's line (`resolve.Resolver`).
-  """
-
-  METADATA_DEPENDENCIES = (metadata.PositionProvider,)
-
-  def __init__(self, lines: Callable[[int], int] = lambda line: line):
-    super().__init__()
-    self._lines = lines
-    self.findings: List[findings.Finding] = []
+class GetterPass(passes.ReportingPass, cst.CSTVisitor):
+  """Collects a notice for each function shaped like a float32 getter."""
 
   def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
     params = node.params.params
@@ -74,10 +59,8 @@ class GetterPass(cst.CSTVisitor):
     shape = _Shape(params[0].name.value)
     node.body.visit(shape)
     if shape.calls_getter and shape.float32 and shape.casts and shape.returns:
-      line = self._lines(
-          self.get_metadata(metadata.PositionProvider, node).start.line)
-      self.findings.append(findings.Finding(
-          line, _notice(node.name.value, shape.trainable), needs_human=False))
+      self._report(node, _notice(node.name.value, shape.trainable),
+                   needs_human=False)
 
 
 class _Shape(cst.CSTVisitor):

@@ -16,7 +16,7 @@ from typing import List, Set, Tuple
 import libcst as cst
 from libcst import metadata
 
-from mp_optimizer.migrate import findings
+from mp_optimizer.migrate import passes
 
 # mp_optimizer.horovod.__all__ (the codemod imports nothing else of the
 # library; a test keeps the two equal).
@@ -38,19 +38,12 @@ def _parse(dotted: str) -> cst.BaseExpression:
   return cst.parse_expression(dotted)
 
 
-class _HorovodPass(cst.CSTTransformer):
+class _HorovodPass(passes.ReportingPass, cst.CSTTransformer):
   """Rewrites the imports, records the aliases, reports the rest."""
-
-  METADATA_DEPENDENCIES = (metadata.PositionProvider,)
 
   def __init__(self):
     super().__init__()
     self.aliases: Set[str] = set()
-    self.findings: List[findings.Finding] = []
-
-  def _report(self, node: cst.CSTNode, reason: str) -> None:
-    line = self.get_metadata(metadata.PositionProvider, node).start.line
-    self.findings.append(findings.Finding(line, reason))
 
   def leave_Import(self, original: cst.Import, updated: cst.Import):
     names = []
@@ -87,26 +80,21 @@ class _HorovodPass(cst.CSTTransformer):
     return updated
 
 
-class _UsesPass(cst.CSTVisitor):
+class _UsesPass(passes.ReportingPass, cst.CSTVisitor):
   """Reports `alias.NAME` for a NAME the drop-in lacks."""
-
-  METADATA_DEPENDENCIES = (metadata.PositionProvider,)
 
   def __init__(self, aliases: Set[str]):
     super().__init__()
     self.aliases = aliases
-    self.findings: List[findings.Finding] = []
 
   def visit_Attribute(self, node: cst.Attribute) -> None:
     if (isinstance(node.value, cst.Name) and node.value.value in self.aliases
         and node.attr.value not in SUPPORTED):
-      line = self.get_metadata(metadata.PositionProvider, node).start.line
-      self.findings.append(findings.Finding(
-          line, f"`{node.value.value}.{node.attr.value}` is not in "
-          f"mp_optimizer.horovod {_DOCS}"))
+      self._report(node, f"`{node.value.value}.{node.attr.value}` is not in "
+                   f"mp_optimizer.horovod {_DOCS}")
 
 
-def convert(source: str) -> Tuple[str, List[findings.Finding]]:
+def convert(source: str) -> Tuple[str, List[passes.Finding]]:
   """Rewrites `source`'s Horovod imports; returns it and the findings.
 
   Raises:

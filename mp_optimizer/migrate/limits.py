@@ -23,7 +23,7 @@ import re
 from typing import Optional
 
 from mp_optimizer.migrate import chunks
-from mp_optimizer.migrate import findings
+from mp_optimizer.migrate import passes
 
 # Characters of source given to libcst.
 MAX_PARSED = 60_000
@@ -38,7 +38,7 @@ _WHAT = ("the codemod leaves this file as it is: convert it by hand, or "
          "functions and run again")
 
 
-def too_deep(line: int, nesting: Optional[int]) -> findings.Finding:
+def too_deep(line: int, nesting: Optional[int]) -> passes.Finding:
   """The finding for code nested deeper than libcst can take.
 
   Args:
@@ -46,13 +46,13 @@ def too_deep(line: int, nesting: Optional[int]) -> findings.Finding:
     nesting: How deep it nests, if known.
   """
   levels = f"{nesting} levels deep" if nesting else "deeper than libcst can go"
-  return findings.Finding(line, (
+  return passes.Finding(line, (
       f"too deep to convert safely: the statement here nests {levels} "
       "(blocks, `elif` chains, brackets, chains of operators such as "
       f"`a + b + ...`), more than {MAX_NESTING}; {_WHAT}"))
 
 
-def too_large(reduced: chunks.Reduced) -> Optional[findings.Finding]:
+def too_large(reduced: chunks.Reduced) -> Optional[passes.Finding]:
   """The finding for a file that is too large or deep to convert safely.
 
   Args:
@@ -67,7 +67,7 @@ def too_large(reduced: chunks.Reduced) -> Optional[findings.Finding]:
     return too_deep(deepest.start, deepest.nesting)
   size = len(reduced.source)
   if size > MAX_PARSED:
-    return findings.Finding(1, (
+    return passes.Finding(1, (
         f"too large to convert safely: {size:,} characters of it would have "
         "to be parsed (the statements that spell a mixed-precision name and "
         f"what they use), more than {MAX_PARSED:,}; {_WHAT}"))
@@ -80,7 +80,7 @@ def too_large(reduced: chunks.Reduced) -> Optional[findings.Finding]:
   pairs = sum(count * uses[name] for name, count in repeated.items())
   if pairs > MAX_PAIRS:
     name = max(repeated, key=lambda n: repeated[n] * uses[n])
-    return findings.Finding(1, (
+    return passes.Finding(1, (
         f"too repetitive to convert safely: names assigned again and again "
         f"(`{name}` {repeated[name]:,} times) and used as often give "
         f"{pairs:,} pairs of assignment and use to relate, more than "

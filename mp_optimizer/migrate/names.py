@@ -11,10 +11,7 @@ imported `tensorflow` under.
 """
 
 import dataclasses
-import re
 from typing import Dict, FrozenSet, Optional, Set
-
-from mp_optimizer.migrate import scalers
 
 CONTRIB = "contrib"
 TF = "tf"
@@ -118,36 +115,6 @@ def _build_converted() -> Dict[str, Target]:
 
 # A run on converted code reports what is still to do from these.
 LIBRARY_NAMES: Dict[str, Target] = _build_converted()
-
-# A file refers to the legacy API only through an import that spells
-# `tensorflow` (or `tensorflow_core`). Every legacy name contains `LossScale`
-# or `mixed_precision`; so does every legacy module but `train.experimental`,
-# which is reported only when reached by `getattr` (or a star import from
-# TensorFlow); a hand-written float32 getter calls its `getter(`. A file
-# that uses this library (converted code, run again: what is still to do is
-# reported) spells `mp_optimizer` or imports `managers`; one that sets
-# NVIDIA's variables spells them; one that uses OpenSeq2Seq's loss scaling
-# passes `scalers.mentions`. A file with none of these has nothing to
-# convert or report: it is never parsed.
-_MENTIONS = re.compile(
-    rb"mixed_precision|LossScale|train\.experimental|import\s+experimental|"
-    rb"[\"']experimental[\"']|from\s+tensorflow[\w.]*\s+import\s*\*|"
-    rb"getter\s*\(")
-_OURS = re.compile(
-    rb"TF_ENABLE_AUTO_MIXED_PRECISION|\bmp_optimizer\b|"
-    rb"^[ \t]*(?:import|from)[ \t]+managers\b", re.MULTILINE)
-
-
-def might_use_legacy(source: bytes) -> bool:
-  """False if `source` (a file's bytes) has nothing to convert or report.
-
-  Args:
-    source: The bytes of a Python file in an ASCII-compatible encoding (all
-      that Python accepts).
-  """
-  return (b"tensorflow" in source and _MENTIONS.search(source) is not None
-          ) or _OURS.search(source) is not None or scalers.mentions(source)
-
 
 # Modules whose every public member is a legacy name. The contrib ones (the
 # roots and their two private modules, `...python.loss_scale_manager` and

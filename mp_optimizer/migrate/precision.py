@@ -24,8 +24,8 @@ import libcst as cst
 from libcst import metadata
 
 from mp_optimizer.migrate import diffs
-from mp_optimizer.migrate import files
-from mp_optimizer.migrate import findings
+from mp_optimizer.migrate import mentions
+from mp_optimizer.migrate import passes
 
 _TF_ROOTS = ("tf", "tensorflow")
 _NUMPY_ROOTS = ("np", "numpy")
@@ -55,21 +55,12 @@ def _string_value(node: cst.BaseExpression) -> Optional[str]:
   return None
 
 
-class _Bfloat16Pass(cst.CSTTransformer):
+class _Bfloat16Pass(passes.ReportingPass, cst.CSTTransformer):
   """The rewrites of the module docstring; collects their notices."""
 
-  METADATA_DEPENDENCIES = (metadata.PositionProvider,)
-
-  def __init__(self, lines: Callable[[int], int]):
-    super().__init__()
-    self._lines = lines
-    self.findings: List[findings.Finding] = []
+  def __init__(self, conversion: passes.Conversion):
+    super().__init__(conversion)
     self._converted_strings = set()
-
-  def _add(self, node: cst.CSTNode, reason: str, needs_human: bool) -> None:
-    line = self.get_metadata(metadata.PositionProvider, node).start.line
-    self.findings.append(findings.Finding(self._lines(line), reason,
-                                          needs_human))
 
   def leave_Attribute(self, original: cst.Attribute,
                       updated: cst.Attribute) -> cst.BaseExpression:
@@ -78,14 +69,16 @@ class _Bfloat16Pass(cst.CSTTransformer):
       return updated
     root = name.split(".", 1)[0]
     if root in _TF_ROOTS:
-      self._add(original, f"`{name}` -> `{name.rsplit('.', 1)[0]}.bfloat16`: "
-                "computes in bfloat16 (float32's range, 8 significant bits)",
-                needs_human=False)
+      self._report(
+          original, f"`{name}` -> `{name.rsplit('.', 1)[0]}.bfloat16`: "
+          "computes in bfloat16 (float32's range, 8 significant bits)",
+          needs_human=False)
       return updated.with_changes(attr=cst.Name("bfloat16"))
     if root in _NUMPY_ROOTS:
-      self._add(original, f"`{name}`: NumPy has no bfloat16; use "
-                "`tf.bfloat16.as_numpy_dtype`, or keep float32 data and cast "
-                "in the graph", needs_human=True)
+      self._report(
+          original, f"`{name}`: NumPy has no bfloat16; use "
+          "`tf.bfloat16.as_numpy_dtype`, or keep float32 data and cast "
+          "in the graph", needs_human=True)
     return updated
 
   def leave_SimpleString(self, original: cst.SimpleString,
@@ -95,12 +88,13 @@ class _Bfloat16Pass(cst.CSTTransformer):
       return updated
     if id(original) in self._converted_strings:
       quote = original.value[-1]
-      self._add(original, f"dtype {original.value} -> {quote}bfloat16{quote}",
-                needs_human=False)
+      self._report(
+          original, f"dtype {original.value} -> {quote}bfloat16{quote}",
+          needs_human=False)
       return updated.with_changes(value=f"{quote}bfloat16{quote}")
-    self._add(original, f"the string {original.value} is left as it is: "
-              "switch it to \"bfloat16\" if it names the compute dtype",
-              needs_human=True)
+    self._report(original, f"the string {original.value} is left as it is: "
+                 "switch it to \"bfloat16\" if it names the compute dtype",
+                 needs_human=True)
     return updated
 
   def visit_Call(self, node: cst.Call) -> None:
@@ -115,9 +109,10 @@ class _Bfloat16Pass(cst.CSTTransformer):
   def leave_Integer(self, original: cst.Integer,
                     updated: cst.Integer) -> cst.BaseExpression:
     if original.evaluated_value == 65504:
-      self._add(original, "65504 is float16's largest value; bfloat16's is "
-                "about 3.39e38 (float32's range): check what this limit is for",
-                needs_human=True)
+      self._report(
+          original, "65504 is float16's largest value; bfloat16's is "
+          "about 3.39e38 (float32's range): check what this limit is for",
+          needs_human=True)
     return updated
 
   def leave_Call(self, original: cst.Call,
@@ -128,21 +123,23 @@ class _Bfloat16Pass(cst.CSTTransformer):
     package, _, last = function.rpartition(".")
     if last in _MANAGERS:
       if package.rsplit(".", 1)[-1] != "managers":
-        self._add(original, f"`{function}(...)`: replace it with "
-                  f"{_BFLOAT16_MODE}, imported from mp_optimizer",
-                  needs_human=True)
+        self._report(original, f"`{function}(...)`: replace it with "
+                     f"{_BFLOAT16_MODE}, imported from mp_optimizer",
+                     needs_human=True)
         return updated
-      self._add(original, f"`{function}(...)` -> `{package}.NoLossScale()`: "
-                "bfloat16 needs no loss scale; a step with NaN/Inf gradients "
-                "is still skipped", needs_human=False)
+      self._report(
+          original, f"`{function}(...)` -> `{package}.NoLossScale()`: "
+          "bfloat16 needs no loss scale; a step with NaN/Inf gradients "
+          "is still skipped", needs_human=False)
       return cst.Call(func=cst.parse_expression(f"{package}.NoLossScale"))
     if last == "MixedPrecisionLossScaleOptimizer":
       return self._tf2_optimizer(original, updated, package)
     if last == "enable_mixed_precision_graph_rewrite" and updated.args:
-      self._add(original, f"`{function}` -> `enable_bfloat16_graph_rewrite`: "
-                "TensorFlow's oneDNN bfloat16 rewrite, which runs on CPUs with "
-                "AVX512-BF16 or AMX (the float16 rewrite ran on GPUs); the "
-                "optimizer gets no loss scale", needs_human=False)
+      self._report(
+          original, f"`{function}` -> `enable_bfloat16_graph_rewrite`: "
+          "TensorFlow's oneDNN bfloat16 rewrite, which runs on CPUs with "
+          "AVX512-BF16 or AMX (the float16 rewrite ran on GPUs); the "
+          "optimizer gets no loss scale", needs_human=False)
       name = f"{package}.enable_bfloat16_graph_rewrite" if package else (
           "enable_bfloat16_graph_rewrite")
       return updated.with_changes(func=cst.parse_expression(name),
@@ -154,9 +151,9 @@ class _Bfloat16Pass(cst.CSTTransformer):
                      package: str) -> cst.BaseExpression:
     """`MixedPrecisionLossScaleOptimizer(opt, loss_scale)` in the mode."""
     if not package:
-      self._add(original, "`MixedPrecisionLossScaleOptimizer`: pass "
-                f"{_BFLOAT16_MODE}, imported from mp_optimizer, as its loss "
-                "scale", needs_human=True)
+      self._report(original, "`MixedPrecisionLossScaleOptimizer`: pass "
+                   f"{_BFLOAT16_MODE}, imported from mp_optimizer, as its loss "
+                   "scale", needs_human=True)
       return updated
     mode = cst.parse_expression(f"{package}.managers.NoLossScale()")
     args, changed = [], False
@@ -174,8 +171,8 @@ class _Bfloat16Pass(cst.CSTTransformer):
       changed = True
     if not changed:
       return updated
-    self._add(original, "`MixedPrecisionLossScaleOptimizer`: loss scale -> "
-              f"{_BFLOAT16_MODE}", needs_human=False)
+    self._report(original, "`MixedPrecisionLossScaleOptimizer`: loss scale -> "
+                 f"{_BFLOAT16_MODE}", needs_human=False)
     args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return updated.with_changes(args=args)
 
@@ -195,7 +192,7 @@ def original_lines(old: str, new: str) -> Callable[[int], int]:
 
 
 def convert(source: str, lines: Callable[[int], int] = lambda line: line
-            ) -> Tuple[str, List[findings.Finding]]:
+            ) -> Tuple[str, List[passes.Finding]]:
   """Switches a converted module's source to the bfloat16 mode.
 
   Args:
@@ -208,11 +205,11 @@ def convert(source: str, lines: Callable[[int], int] = lambda line: line
   Raises:
     libcst.ParserSyntaxError: If `source` does not parse.
   """
-  if not files.precision_words(source.encode("utf-8", "surrogatepass")):
+  if not mentions.precision_words(source.encode("utf-8", "surrogatepass")):
     return source, []
   wrapper = metadata.MetadataWrapper(cst.parse_module(source),
                                      unsafe_skip_copy=True)
-  rewrite = _Bfloat16Pass(lines)
+  rewrite = _Bfloat16Pass(passes.Conversion(lines=lines))
   module = wrapper.visit(rewrite)
   return module.code, sorted(set(rewrite.findings),
                              key=lambda f: (f.line, f.reason))

@@ -3,7 +3,7 @@
 Each row is a small file in the shape OpenSeq2Seq's configs and training
 code have, and the exact findings `(line, reason)`; the source must come
 back unchanged. Expected texts are written by hand from the rules in
-`mp_optimizer/migrate/scalers.py`: Backoff is
+`mp_optimizer/migrate/openseq2seq/equivalents.py`: Backoff is
 `ExponentialUpdateLossScaleManager` with its params' values; LogMax's
 nearest is `AmaxHistoryLossScaleManager`; a fixed scale is
 `FixedLossScaleManager(..., skip_nonfinite_steps=False)`. That the Backoff

@@ -61,6 +61,17 @@ def _split_importtime(stderr):
   return modules, "\n".join(other)
 
 
+def _migrate(directory, entry_point, argv):
+  """Runs the command line in `directory`: (its run, modules imported, the
+  rest of its stderr)."""
+  # The child starts no process of its own; on timeout run() kills it.
+  run = subprocess.run(
+      [sys.executable, "-X", "importtime", *ENTRY_POINTS[entry_point], *argv],
+      cwd=directory, env=_env(), capture_output=True, text=True, timeout=300,
+      check=False)
+  return (run, *_split_importtime(run.stderr))
+
+
 class NoTensorFlowTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
@@ -74,13 +85,7 @@ class NoTensorFlowTest(parameterized.TestCase):
     with open(os.path.join(directory, "train.py"), "w") as f:
       f.write(_LEGACY)
     argv, shown, needed = ACTIONS[action]
-    env = _env()
-    # The child starts no process of its own; on timeout run() kills it.
-    run = subprocess.run(
-        [sys.executable, "-X", "importtime", *ENTRY_POINTS[entry_point], *argv],
-        cwd=directory, env=env, capture_output=True, text=True, timeout=300,
-        check=False)
-    imported, errors = _split_importtime(run.stderr)
+    run, imported, errors = _migrate(directory, entry_point, argv)
     self.assertEqual(run.returncode, 0, errors)
     self.assertIn(shown, run.stdout)
     self.assertContainsSubset(needed, imported)
@@ -88,3 +93,26 @@ class NoTensorFlowTest(parameterized.TestCase):
     # Nothing of the package but the codemod may load.
     self.assertEmpty([m for m in imported if m.startswith("mp_optimizer.") and
                       not m.startswith("mp_optimizer.migrate")])
+
+
+class FilterTest(parameterized.TestCase):
+  """A file the text filter turns away is never parsed: libcst never loads."""
+
+  @parameterized.named_parameters(
+      ("tensorflow", "import tensorflow as tf\n\nx = tf.constant(1.0)\n"),
+      ("openseq2seq_without_loss_scaling",
+       "from open_seq2seq.models import Text2Text\n\n"
+       "base_params = {\"dtype\": \"float32\"}\n"))
+  def test_a_file_with_nothing_to_convert_loads_no_libcst(self, source):
+    directory = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, directory)
+    with open(os.path.join(directory, "train.py"), "w") as f:
+      f.write(source)
+    run, imported, errors = _migrate(directory, "module", ["train.py"])
+    self.assertEqual(run.returncode, 0, errors)
+    self.assertEqual(run.stdout, "")
+    # The filters ran (OpenSeq2Seq's among them), and parsed nothing.
+    self.assertContainsSubset({"mp_optimizer.migrate.mentions",
+                               "mp_optimizer.migrate.openseq2seq.api"},
+                              imported)
+    self.assertEmpty(sorted(m for m in imported if m.split(".")[0] == "libcst"))

@@ -5,11 +5,11 @@ What a literal says can be read without running the file: a number (with
 `dict(...)` call with string keys. Anything else is not a literal: None.
 """
 
-from typing import Callable, Dict, Optional
+from typing import Callable, Optional
 
 import libcst as cst
 
-from mp_optimizer.migrate import scalers
+from mp_optimizer.migrate.openseq2seq import equivalents
 from mp_optimizer.migrate.resolve import source_text
 
 _OPERATORS = {cst.Add: lambda a, b: a + b, cst.Subtract: lambda a, b: a - b,
@@ -54,7 +54,7 @@ def shown(node: cst.CSTNode) -> str:
 
 def params(node: Optional[cst.BaseExpression],
            is_dict: Callable[[cst.BaseExpression], bool]
-           ) -> Optional[Dict[str, scalers.Value]]:
+           ) -> equivalents.Params:
   """A params dict as written: {} for none (absent, or None), None if it
   is not a literal.
 
@@ -76,5 +76,5 @@ def params(node: Optional[cst.BaseExpression],
     return None
   if any(key is None for key, _ in pairs):
     return None
-  return {key: scalers.Value(shown(value), number(value))
+  return {key: equivalents.Value(shown(value), number(value))
           for key, value in pairs}

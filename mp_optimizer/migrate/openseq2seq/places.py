@@ -1,9 +1,9 @@
-"""OpenSeq2Seq's loss scaling, reported where a file chooses it.
+"""The OpenSeq2Seq pass: its loss scaling, reported where a file chooses it.
 
-`scalers` says what OpenSeq2Seq's loss scaling is and which manager does the
-same; this pass finds the places, reads what is written there, and reports
-each one (nothing is rewritten: OpenSeq2Seq's scaler, optimizer wrapper and
-`optimize_loss` have interfaces of their own):
+It finds the places, reads what is written there (`literals`), and reports
+each one with the manager that does the same (`reasons`; nothing is
+rewritten: OpenSeq2Seq's scaler, optimizer wrapper and `optimize_loss` have
+interfaces of their own):
 
 * a call of `AutomaticLossScaler(algorithm, params)`, `BackoffScaler(params)`
   or `LogMaxScaler(params)`;
@@ -21,49 +21,48 @@ numbers included: `2.**15`), a dict display of them. No loss scaling
 (`loss_scaling` absent, None or 1) is left alone.
 """
 
-from typing import Callable, Dict, List, Optional, Set
+from typing import List, Optional, Set
 
 import libcst as cst
 
-from mp_optimizer.migrate import findings
-from mp_optimizer.migrate import literals
+from mp_optimizer.migrate import passes
 from mp_optimizer.migrate import resolve
-from mp_optimizer.migrate import scalers
-from mp_optimizer.migrate.literals import shown
+from mp_optimizer.migrate.openseq2seq import api
+from mp_optimizer.migrate.openseq2seq import equivalents
+from mp_optimizer.migrate.openseq2seq import literals
+from mp_optimizer.migrate.openseq2seq import reasons
+from mp_optimizer.migrate.openseq2seq.literals import shown
 from mp_optimizer.migrate.resolve import source_text
 
 _DICT = "builtins.dict"
 _SCALE_KEY, _PARAMS_KEY = "loss_scaling", "loss_scaling_params"
 
 
-class OpenSeq2SeqPass(cst.CSTVisitor):
+class OpenSeq2SeqPass(passes.ReportingPass, cst.CSTVisitor):
   """Collects a finding for each place that chooses OpenSeq2Seq's scaling.
 
-  Args:
-    lines: Maps a parsed line to the file's line (`resolve.Resolver`).
+  It visits only a file that may use OpenSeq2Seq (`api.mentions`): it looks
+  at every name.
   """
 
   METADATA_DEPENDENCIES = resolve.METADATA_DEPENDENCIES
 
-  def __init__(self, lines: Callable[[int], int] = lambda line: line):
-    super().__init__()
-    self.findings: List[findings.Finding] = []
-    self._resolve = resolve.Resolver(self.get_metadata, lines)
+  def __init__(self, conversion: passes.Conversion):
+    super().__init__(conversion)
     self._reported: Set[int] = set()  # Callees whose call was reported.
     # Per scope: its parameters, and the other names bound to a scaler there.
     self._parameters: List[Set[str]] = [set()]
     self._scalers: List[Set[str]] = [set()]
-    self._configs: List[findings.Finding] = []  # Kept if open_seq2seq is.
+    self._configs: List[passes.Finding] = []  # Kept if open_seq2seq is.
     self._imports_package = False
 
-  def _report(self, node: cst.CSTNode, reason: str,
-              into: Optional[list] = None) -> None:
-    (self.findings if into is None else into).append(
-        findings.Finding(self._resolve.line(node), reason))
+  @classmethod
+  def applies_to(cls, conversion: passes.Conversion) -> bool:
+    return api.mentions(conversion.data)
 
   def _kind(self, node: cst.CSTNode) -> Optional[str]:
     for path in self._resolve.paths(node):
-      found = scalers.kind(path)
+      found = api.kind(path)
       if found:
         return found
     return None
@@ -99,7 +98,7 @@ class OpenSeq2SeqPass(cst.CSTVisitor):
   def visit_Assign(self, node: cst.Assign) -> None:
     value = node.value
     if isinstance(value, cst.Call) and (
-        self._kind(value.func) in scalers.SCALERS):
+        self._kind(value.func) in api.SCALERS):
       self._scalers[-1].update(
           source_text(t.target) for t in node.targets
           if source_text(t.target) not in self._parameters[-1])
@@ -128,11 +127,11 @@ class OpenSeq2SeqPass(cst.CSTVisitor):
 
   def visit_Call(self, node: cst.Call) -> None:
     kind = self._kind(node.func)
-    if kind in scalers.SCALERS:
+    if kind in api.SCALERS:
       self._reported.add(id(node.func))
       self._scaler_call(node, kind)
-    elif kind in (scalers.OPTIMIZE_LOSS, scalers.WRAPPER):
-      name = "loss_scaling" if kind == scalers.OPTIMIZE_LOSS else "loss_scale"
+    elif kind in (api.OPTIMIZE_LOSS, api.WRAPPER):
+      name = "loss_scaling" if kind == api.OPTIMIZE_LOSS else "loss_scale"
       scale = self._keyword(node, name)
       if scale is None:
         starred = next((a for a in node.args if a.star), None)
@@ -141,7 +140,7 @@ class OpenSeq2SeqPass(cst.CSTVisitor):
         scale = starred.value
       label = f"`{shown(node.func)}(..., {name}={shown(scale)})`"
       self._chosen(node, label, scale, self._keyword(node, _PARAMS_KEY),
-                   mixed_only=kind == scalers.OPTIMIZE_LOSS)
+                   mixed_only=kind == api.OPTIMIZE_LOSS)
     elif self._is_dict(node.func):
       scale, params = (self._keyword(node, _SCALE_KEY),
                        self._keyword(node, _PARAMS_KEY))
@@ -164,13 +163,14 @@ class OpenSeq2SeqPass(cst.CSTVisitor):
 
   def _scaler_call(self, node: cst.Call, kind: str) -> None:
     label = f"`{shown(node.func)}(...)`"
-    algorithm = scalers.SCALERS[kind]
+    algorithm = api.SCALERS[kind]
     params = self._keyword(node, "params")
     if params is None:
       params = next((a.value for a in node.args[0 if algorithm else 1:][:1]
                      if a.keyword is None and not a.star), None)
     if any(a.star for a in node.args):
-      self._report(node, scalers.not_literal_reason(label, shown(node), False))
+      self._report(node, reasons.not_literal_reason(label, shown(node),
+                                                    False))
       return
     if algorithm is None:
       given = self._keyword(node, "algorithm")
@@ -179,43 +179,45 @@ class OpenSeq2SeqPass(cst.CSTVisitor):
                      None)
       text = literals.string(given) if given is not None else "Backoff"
       if text is None:
-        self._report(node, scalers.not_literal_reason(label, shown(given),
+        self._report(node, reasons.not_literal_reason(label, shown(given),
                                                       False))
         return
       algorithm = text.lower().strip()
-      if algorithm not in scalers.ALGORITHMS:
-        self._report(node, scalers.unknown_algorithm_reason(label,
+      if algorithm not in api.ALGORITHMS:
+        self._report(node, reasons.unknown_algorithm_reason(label,
                                                             shown(given)))
         return
-    self._report(node, scalers.algorithm_reason(label, algorithm,
+    self._report(node, reasons.algorithm_reason(label, algorithm,
                                                 self._params(params)))
 
   def _chosen(self, node: cst.CSTNode, label: str, scale: cst.BaseExpression,
               params: Optional[cst.BaseExpression], mixed_only: bool,
-              into: Optional[list] = None) -> None:
-    """Reports a `loss_scaling`/`loss_scale` value (with its params)."""
+              into: Optional[List[passes.Finding]] = None) -> None:
+    """Reports a `loss_scaling`/`loss_scale` value (with its params), into
+    `into` if given (else `findings`)."""
     text, value = literals.string(scale), literals.number(scale)
     if text is not None:
       algorithm = text.lower().strip()
-      reason = (scalers.algorithm_reason(label, algorithm,
+      reason = (reasons.algorithm_reason(label, algorithm,
                                          self._params(params), mixed_only)
-                if algorithm in scalers.ALGORITHMS else
-                scalers.unknown_algorithm_reason(label, shown(scale)))
+                if algorithm in api.ALGORITHMS else
+                reasons.unknown_algorithm_reason(label, shown(scale)))
     elif value is not None:
       if value == 1:
         return  # A scale of 1: no loss scaling.
-      reason = scalers.fixed_reason(label, shown(scale), mixed_only)
+      reason = reasons.fixed_reason(label, shown(scale), mixed_only)
     elif (isinstance(scale, cst.Name) and scale.value == "None") or (
         isinstance(scale, cst.Call) and self._kind(scale.func) in
-        scalers.SCALERS) or source_text(scale) in self._scalers[-1]:
+        api.SCALERS) or source_text(scale) in self._scalers[-1]:
       return  # No scaling, or a scaler reported where it is made.
     else:
-      reason = scalers.not_literal_reason(label, shown(scale), True,
+      reason = reasons.not_literal_reason(label, shown(scale), True,
                                           mixed_only)
-    self._report(node, reason, into)
+    (self.findings if into is None else into).append(
+        self._finding(node, reason))
 
   def _params(self, node: Optional[cst.BaseExpression]
-              ) -> Optional[Dict[str, scalers.Value]]:
+              ) -> equivalents.Params:
     return literals.params(node, self._is_dict)
 
   def _is_dict(self, func: cst.BaseExpression) -> bool:
@@ -236,7 +238,7 @@ class OpenSeq2SeqPass(cst.CSTVisitor):
       return  # A reported call, or part of a longer name.
     for path in self._resolve.paths(node):
       owner = path.rpartition(".")[0]
-      if scalers.kind(path) in scalers.SCALERS or (
-          scalers.kind(owner) in scalers.SCALERS):
-        self._report(node, scalers.member_reason(shown(node)))
+      if api.kind(path) in api.SCALERS or (
+          api.kind(owner) in api.SCALERS):
+        self._report(node, reasons.member_reason(shown(node)))
         return
