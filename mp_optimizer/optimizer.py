@@ -11,13 +11,13 @@ from mp_optimizer._internal import tensors
 from mp_optimizer._internal import tracking
 from mp_optimizer._internal import validation
 from mp_optimizer._step import accumulation
-from mp_optimizer._step import checks
 from mp_optimizer._step import clipping
 from mp_optimizer._step import compensation
+from mp_optimizer._step import pairs
 from mp_optimizer._step import report
 from mp_optimizer._step import scaling
-from mp_optimizer._step import skips
 from mp_optimizer._step import step
+from mp_optimizer._step.skip_counter import SkipCounter
 
 Optimizer = tf.compat.v1.train.Optimizer
 GradsAndVars = List[Tuple[tensors.Gradient, tf.Variable]]
@@ -118,9 +118,10 @@ class LossScaleOptimizer(tracking.RestoresBareOptimizer,
     steps = options["gradient_accumulation_steps"]
     self._accumulator = (None if steps is None else
                          accumulation.GradientAccumulator(self, steps))
-    self._parts = step.Parts(self._compensation or opt, loss_scale_manager, skips.SkipCounter(self),
-                             clip, self._accumulator, options["overflow_report"],
-                             options["precision_telemetry"])
+    self._step_settings = step.StepSettings(
+        self._compensation or opt, loss_scale_manager, SkipCounter(self), clip,
+        self._accumulator, options["overflow_report"],
+        options["precision_telemetry"])
 
   @property
   def inner_optimizer(self) -> Optimizer:
@@ -159,20 +160,18 @@ class LossScaleOptimizer(tracking.RestoresBareOptimizer,
     if callable(loss):
       loss = loss()
     loss = scaling.check_loss(loss)
-    if not self._manager.scales_loss:  # managers.NoLossScale: nothing to undo.
-      return self._opt.compute_gradients(
-          loss, var_list=var_list, gate_gradients=gate_gradients,
-          aggregation_method=aggregation_method,
-          colocate_gradients_with_ops=colocate_gradients_with_ops,
-          grad_loss=grad_loss)
-    loss_scale = scaling.read_loss_scale(self._manager)  # One S, both ways.
-    scaled_loss = scaling.scale_loss(loss, loss_scale)
-    scaling.warn_if_bfloat16_only(scaled_loss)
+    scales = self._manager.scales_loss  # managers.NoLossScale: no scale.
+    if scales:
+      loss_scale = scaling.read_loss_scale(self._manager)  # One S, both ways.
+      loss = scaling.scale_loss(loss, loss_scale)
+      scaling.warn_if_bfloat16_only(loss)
     grads_and_vars = self._opt.compute_gradients(
-        scaled_loss, var_list=var_list, gate_gradients=gate_gradients,
+        loss, var_list=var_list, gate_gradients=gate_gradients,
         aggregation_method=aggregation_method,
         colocate_gradients_with_ops=colocate_gradients_with_ops,
         grad_loss=grad_loss)
+    if not scales:  # Nothing to undo.
+      return grads_and_vars
     grads = scaling.unscale([g for g, _ in grads_and_vars], loss_scale,
                             stack=self._manager.skips_nonfinite_steps)
     return list(zip(grads, [v for _, v in grads_and_vars]))
@@ -205,24 +204,14 @@ class LossScaleOptimizer(tracking.RestoresBareOptimizer,
         a variable initialized from the gated update.
     """
     tensors.require_graph("LossScaleOptimizer.apply_gradients")
-    grads_and_vars = step.check_grads_and_vars(grads_and_vars)
-    if self._manager.scales_loss:  # Without a scale, no gradient can miss it.
-      scaling.record_scale_source(self._manager.get_loss_scale())
-      checks.check_unscaled(grads_and_vars)
-    checks.warn_if_16bit_variables(self._opt, [
-        (g, v) for g, v in grads_and_vars if self._compensation is None or
-        v.dtype.base_dtype != tf.bfloat16])  # Compensated: no warning.
-    if tensors.in_cross_replica_context():
-      raise RuntimeError(
-          "LossScaleOptimizer.apply_gradients must be called in replica "
-          "context: call it inside `strategy.run` (or a model_fn), not "
-          "directly under `strategy.scope()`.")
+    grads_and_vars = pairs.check_before_step(
+        grads_and_vars, self._manager, self._opt, self._compensation is not None)
     # Each replica of an Estimator builds its own optimizer, and merge_call
-    # args that are not one object on every replica become PerReplica.
-    parts, name = self._parts, name or self.get_name()
+    # args that are not one object on every replica become PerReplica: the
+    # first replica's builder builds the step.
+    builder = step.StepBuilder(self._step_settings, name or self.get_name())
     applied = tf.distribute.get_replica_context().merge_call(
-        lambda strategy, *args: step.gated_step(strategy, parts, *args, name),
-        args=(grads_and_vars, global_step))
+        builder.build, args=(grads_and_vars, global_step))
     # What a tolerant Saver and the resume check need to tell apart.
     tracking.record_optimizer_state(self._manager.variables(),
                                     self._opt.variables())
