@@ -12,12 +12,12 @@ from typing import Iterable
 import numpy as np
 import tensorflow as tf
 
-from mp_optimizer import managers
 from mp_optimizer._internal import tensors
 from mp_optimizer._internal import validation
 from mp_optimizer._internal.tensors import GradsAndVars
 from mp_optimizer._step import checks
 from mp_optimizer._step import scaling
+from mp_optimizer._step import settings
 
 
 _GRADIENT_TYPES = (tf.Tensor, tf.IndexedSlices, tf.Variable, np.ndarray,
@@ -67,16 +67,13 @@ def check_grads_and_vars(grads_and_vars: Iterable) -> GradsAndVars:
 
 
 def check_before_step(grads_and_vars: Iterable,
-                      manager: managers.LossScaleManager,
-                      inner: tf.compat.v1.train.Optimizer,
-                      compensated: bool) -> GradsAndVars:
+                      step_settings: settings.StepSettings) -> GradsAndVars:
   """Checks `apply_gradients`' pairs for a loss-scaling step; returns them.
 
   Args:
     grads_and_vars: What `apply_gradients` was given.
-    manager: The loss-scale manager.
-    inner: The wrapped optimizer (its 16-bit variables get a warning).
-    compensated: bfloat16 variables get compensated updates (no warning).
+    step_settings: The optimizer's; its 16-bit variables get a warning,
+      but bfloat16 ones with compensated updates.
 
   Returns:
     The pairs, as `check_grads_and_vars` returns them.
@@ -88,12 +85,13 @@ def check_before_step(grads_and_vars: Iterable,
       kept it (`checks.check_unscaled`).
   """
   grads_and_vars = check_grads_and_vars(grads_and_vars)
+  manager, compensated = step_settings.manager, step_settings.compensated
   if manager.scales_loss:  # Without a scale, no gradient can miss it.
     scaling.record_scale_source(manager.get_loss_scale())
     checks.check_unscaled(grads_and_vars)
-  checks.warn_if_16bit_variables(inner, [
+  checks.warn_if_16bit_variables(step_settings.wrapped, [
       (g, v) for g, v in grads_and_vars
-      if not compensated or v.dtype.base_dtype != tf.bfloat16])
+      if compensated is None or v.dtype.base_dtype != tf.bfloat16])
   if tensors.in_cross_replica_context():
     raise RuntimeError(
         "LossScaleOptimizer.apply_gradients must be called in replica "

@@ -1,4 +1,4 @@
-"""The skip count of one optimizer, and the verdict a step inside control flow stores.
+"""One optimizer's skip count, and the verdict a step in control flow stores.
 
 Both are int64 variables in no collection (`per_graph.VariableSpec`,
 `checkpointed=False`): no Saver writes or expects them, no initializer resets

@@ -29,7 +29,6 @@ False) gets no finite check and no gate. `clipvalue` maps Inf to its limit,
 so it clips after the check, as does a manager that never skips.
 """
 
-import dataclasses
 from typing import List, Optional
 
 import tensorflow as tf
@@ -38,7 +37,6 @@ from mp_optimizer import managers
 from mp_optimizer.managers import amax
 from mp_optimizer._internal import tensors
 from mp_optimizer._internal.tensors import GradsAndVars
-from mp_optimizer._step import accumulation
 from mp_optimizer._step import clipping
 from mp_optimizer._step import gate
 from mp_optimizer._step import report
@@ -46,30 +44,7 @@ from mp_optimizer._step import signal_record
 from mp_optimizer._step import summaries
 from mp_optimizer._step import telemetry
 from mp_optimizer._step.scaling import step_loss_scale
-from mp_optimizer._step.skip_counter import SkipCounter
-
-
-@dataclasses.dataclass(frozen=True)
-class StepSettings:
-  """What every step of one optimizer is built from; made by its constructor.
-
-  Attributes:
-    inner: The optimizer that applies the update (the wrapped one, or its
-      compensated form).
-    manager: The loss-scale manager.
-    skip_counter: The optimizer's count of skipped steps.
-    clip: The clip option, or None.
-    accumulator: Gradient accumulation, or None.
-    overflow_report: Settings of the report of skipped steps, or None.
-    precision_telemetry: Measure and store each step's precision telemetry.
-  """
-  inner: tf.compat.v1.train.Optimizer
-  manager: managers.LossScaleManager
-  skip_counter: SkipCounter
-  clip: Optional[clipping.Clip] = None
-  accumulator: Optional[accumulation.GradientAccumulator] = None
-  overflow_report: Optional[report.OverflowReport] = None
-  precision_telemetry: bool = False
+from mp_optimizer._step.settings import StepSettings
 
 
 # Ops that hand out SyncReplicasOptimizer's aggregated gradients.
