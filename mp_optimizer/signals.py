@@ -1,11 +1,15 @@
 """Skip signals: was this step applied, how many were skipped, what is S?
 
-`LossScaleOptimizer.apply_gradients` publishes three tensors in graph
-collections, under the optimizer's name, so code that did not build the
-optimizer (an Estimator hook, a `MonitoredTrainingSession` loop) can still
-find them. A graph may hold several optimizers (a GAN's D and G): each
-reports under its name (`optimizer_names()`), and every reader takes
-`optimizer=` (an optimizer or its name) to read one of them:
+Each train op `LossScaleOptimizer.apply_gradients` builds publishes three
+tensors under its optimizer's name, kept with the graph, so code that did
+not build the optimizer (an Estimator hook, a `MonitoredTrainingSession`
+loop) can still find them; they are also added to the graph collections
+`STEP_APPLIED`, `SKIPPED_STEPS` and `LOSS_SCALE`, one entry per train op,
+which an exported meta-graph keeps (in a graph imported from one, the
+readers below raise a ValueError that names them). A graph may hold several
+optimizers (a GAN's D and G): each reports under its name
+(`optimizer_names()`), and every reader takes `optimizer=` (an optimizer or
+its name) to read one of them:
 
 * `step_applied()`: scalar bool, True when the newest train op's update was
   applied. Fetch it in the same `sess.run` as the train op.

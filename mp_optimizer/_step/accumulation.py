@@ -34,12 +34,12 @@ and `gradient_accumulation/micro_steps`, made once per train op (a second
 train op of the same optimizer gets `gradient_accumulation_1/...`).
 """
 
-import weakref
 from typing import (Callable, Dict, List, NamedTuple, Optional, Sequence,
                     Tuple, Union)
 
 import tensorflow as tf
 
+from mp_optimizer._internal import keyed
 from mp_optimizer._internal import tensors
 from mp_optimizer._internal import tracking
 from mp_optimizer._internal import validation
@@ -84,13 +84,13 @@ class GradientAccumulator:
   def __init__(self, owner: tracking.Trackable, steps: int):
     self._owner = owner
     self._steps = steps
-    # graph -> [(accumulators by variable ref, counter)], one per train op.
-    self._by_graph = weakref.WeakKeyDictionary()
+    # Per graph, each train op's (accumulators by variable ref, counter).
+    self._windows: keyed.PerGraph[list] = keyed.PerGraph(list)
 
   def variables(self) -> List[tf.Variable]:
     """The current graph's accumulators and counters (none before use)."""
     graph = tensors.outer_graph()
-    windows = [] if graph is None else self._by_graph.get(graph, [])
+    windows = (None if graph is None else self._windows.peek(graph)) or []
     return [variable for accumulators, counter in windows
             for variable in (*accumulators.values(), counter)]
 
@@ -99,7 +99,7 @@ class GradientAccumulator:
     """Creates one train op's state (in cross-replica context)."""
     with tf.init_scope():
       graph = tf.compat.v1.get_default_graph()
-      windows = self._by_graph.setdefault(graph, [])
+      windows = self._windows.of(graph)
       prefix = _PREFIX if not windows else f"{_PREFIX}_{len(windows)}"
       accumulators = {}
       with graph.name_scope(None):
