@@ -9,14 +9,10 @@ from mp_optimizer import _keras_api
 from mp_optimizer import managers
 from mp_optimizer._internal import tensors
 from mp_optimizer._internal import tracking
-from mp_optimizer._internal import validation
-from mp_optimizer._step import accumulation
-from mp_optimizer._step import checks
-from mp_optimizer._step import clipping
-from mp_optimizer._step import compensation
+from mp_optimizer._step import pairs
 from mp_optimizer._step import report
 from mp_optimizer._step import scaling
-from mp_optimizer._step import skips
+from mp_optimizer._step import settings
 from mp_optimizer._step import step
 
 Optimizer = tf.compat.v1.train.Optimizer
@@ -94,33 +90,21 @@ class LossScaleOptimizer(tracking.RestoresBareOptimizer,
     """Wraps `opt`; the arguments are described in the class docstring."""
     _arguments.check_optimizer(type(self).__name__, opt, loss_scale_manager)
     _arguments.check_manager(type(self).__name__, loss_scale_manager)
-    clip = clipping.make_clip(clipnorm, clipvalue, global_clipnorm)
-    self._options = options = {
-        "clipnorm": clipnorm, "clipvalue": clipvalue,
-        "global_clipnorm": global_clipnorm,
-        "gradient_accumulation_steps": accumulation.check_steps(
-            gradient_accumulation_steps),
-        "overflow_report": report.check_option(overflow_report),
-        "precision_telemetry": validation.check_bool(
-            "precision_telemetry", precision_telemetry),
-        "compensated_update": compensated_update}
-    compensation_dtype = compensation.check_option(compensated_update, opt)
+    self._options = settings.check_options(
+        opt, clipnorm=clipnorm, clipvalue=clipvalue,
+        global_clipnorm=global_clipnorm,
+        gradient_accumulation_steps=gradient_accumulation_steps,
+        overflow_report=overflow_report,
+        precision_telemetry=precision_telemetry,
+        compensated_update=compensated_update)
     super().__init__(use_locking=False, name=opt.get_name())
     self._opt = self._restore_target = opt
     self._manager = loss_scale_manager
     # TF's built-in uses these two names; its object checkpoints restore here.
     tracking.track(self, opt, "base_optimizer")
     tracking.track(self, loss_scale_manager, "loss_scale")
-    self._compensation = None
-    if compensation_dtype is not None:
-      self._compensation = compensation.Compensation(opt, compensation_dtype)
-      tracking.track(self, self._compensation, "compensation")
-    steps = options["gradient_accumulation_steps"]
-    self._accumulator = (None if steps is None else
-                         accumulation.GradientAccumulator(self, steps))
-    self._parts = step.Parts(self._compensation or opt, loss_scale_manager, skips.SkipCounter(self),
-                             clip, self._accumulator, options["overflow_report"],
-                             options["precision_telemetry"])
+    self._settings = settings.StepSettings.make(
+        self, opt, loss_scale_manager, self._options)
 
   @property
   def inner_optimizer(self) -> Optimizer:
@@ -159,20 +143,18 @@ class LossScaleOptimizer(tracking.RestoresBareOptimizer,
     if callable(loss):
       loss = loss()
     loss = scaling.check_loss(loss)
-    if not self._manager.scales_loss:  # managers.NoLossScale: nothing to undo.
-      return self._opt.compute_gradients(
-          loss, var_list=var_list, gate_gradients=gate_gradients,
-          aggregation_method=aggregation_method,
-          colocate_gradients_with_ops=colocate_gradients_with_ops,
-          grad_loss=grad_loss)
-    loss_scale = scaling.read_loss_scale(self._manager)  # One S, both ways.
-    scaled_loss = scaling.scale_loss(loss, loss_scale)
-    scaling.warn_if_bfloat16_only(scaled_loss)
+    scales = self._manager.scales_loss  # managers.NoLossScale: no scale.
+    if scales:
+      loss_scale = scaling.read_loss_scale(self._manager)  # One S, both ways.
+      loss = scaling.scale_loss(loss, loss_scale)
+      scaling.warn_if_bfloat16_only(loss)
     grads_and_vars = self._opt.compute_gradients(
-        scaled_loss, var_list=var_list, gate_gradients=gate_gradients,
+        loss, var_list=var_list, gate_gradients=gate_gradients,
         aggregation_method=aggregation_method,
         colocate_gradients_with_ops=colocate_gradients_with_ops,
         grad_loss=grad_loss)
+    if not scales:  # Nothing to undo.
+      return grads_and_vars
     grads = scaling.unscale([g for g, _ in grads_and_vars], loss_scale,
                             stack=self._manager.skips_nonfinite_steps)
     return list(zip(grads, [v for _, v in grads_and_vars]))
@@ -205,24 +187,12 @@ class LossScaleOptimizer(tracking.RestoresBareOptimizer,
         a variable initialized from the gated update.
     """
     tensors.require_graph("LossScaleOptimizer.apply_gradients")
-    grads_and_vars = step.check_grads_and_vars(grads_and_vars)
-    if self._manager.scales_loss:  # Without a scale, no gradient can miss it.
-      scaling.record_scale_source(self._manager.get_loss_scale())
-      checks.check_unscaled(grads_and_vars)
-    checks.warn_if_16bit_variables(self._opt, [
-        (g, v) for g, v in grads_and_vars if self._compensation is None or
-        v.dtype.base_dtype != tf.bfloat16])  # Compensated: no warning.
-    if tensors.in_cross_replica_context():
-      raise RuntimeError(
-          "LossScaleOptimizer.apply_gradients must be called in replica "
-          "context: call it inside `strategy.run` (or a model_fn), not "
-          "directly under `strategy.scope()`.")
-    # Each replica of an Estimator builds its own optimizer, and merge_call
-    # args that are not one object on every replica become PerReplica.
-    parts, name = self._parts, name or self.get_name()
+    grads_and_vars = pairs.check_before_step(grads_and_vars, self._settings)
+    # Each replica of an Estimator builds its own optimizer (merge_call args
+    # not one object on every replica become PerReplica): the first's builds.
+    builder = step.StepBuilder(self._settings, name or self.get_name())
     applied = tf.distribute.get_replica_context().merge_call(
-        lambda strategy, *args: step.gated_step(strategy, parts, *args, name),
-        args=(grads_and_vars, global_step))
+        builder.build, args=(grads_and_vars, global_step))
     # What a tolerant Saver and the resume check need to tell apart.
     tracking.record_optimizer_state(self._manager.variables(),
                                     self._opt.variables())
@@ -231,12 +201,11 @@ class LossScaleOptimizer(tracking.RestoresBareOptimizer,
   def get_slot(self, var: tf.Variable, name: str) -> Optional[tf.Variable]:
     """Returns the inner optimizer's slot `name` for `var` (or with
     `compensated_update`, its "kahan_compensation" slot)."""
-    return (self._compensation or self._opt).get_slot(var, name)
+    return self._settings.inner.get_slot(var, name)
 
   def get_slot_names(self) -> List[str]:
     """Returns the inner optimizer's slot names (and the compensation's)."""
-    own = self._compensation.get_slot_names() if self._compensation else []
-    return self._opt.get_slot_names() + own
+    return self._settings.slot_names()
 
   def __dir__(self) -> List[str]:
     """Lists attributes, without the marker of the inner optimizer's slots."""
@@ -276,10 +245,7 @@ class LossScaleOptimizer(tracking.RestoresBareOptimizer,
       raise
 
   def variables(self) -> List[tf.Variable]:
-    """The inner optimizer's variables, scale state, any accumulators and
-    compensation slots."""
-    accumulators = self._accumulator.variables() if self._accumulator else []
-    slots = self._compensation.variables() if self._compensation else []
-    return (self._opt.variables() + self._manager.variables() + accumulators +
-            slots)
+    """The inner optimizer's variables, scale state, accumulators and slots."""
+    return (self._opt.variables() + self._manager.variables() +
+            self._settings.own_variables())
 

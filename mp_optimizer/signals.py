@@ -1,11 +1,15 @@
 """Skip signals: was this step applied, how many were skipped, what is S?
 
-`LossScaleOptimizer.apply_gradients` publishes three tensors in graph
-collections, under the optimizer's name, so code that did not build the
-optimizer (an Estimator hook, a `MonitoredTrainingSession` loop) can still
-find them. A graph may hold several optimizers (a GAN's D and G): each
-reports under its name (`optimizer_names()`), and every reader takes
-`optimizer=` (an optimizer or its name) to read one of them:
+Each train op `LossScaleOptimizer.apply_gradients` builds publishes three
+tensors under its optimizer's name, kept with the graph, so code that did
+not build the optimizer (an Estimator hook, a `MonitoredTrainingSession`
+loop) can still find them; they are also added to the graph collections
+`STEP_APPLIED`, `SKIPPED_STEPS` and `LOSS_SCALE`, one entry per train op,
+which an exported meta-graph keeps (in a graph imported from one, the
+readers below raise a ValueError that names them). A graph may hold several
+optimizers (a GAN's D and G): each reports under its name
+(`optimizer_names()`), and every reader takes `optimizer=` (an optimizer or
+its name) to read one of them:
 
 * `step_applied()`: scalar bool, True when the newest train op's update was
   applied. Fetch it in the same `sess.run` as the train op.
@@ -43,20 +47,49 @@ after the train op's, as `LossScaleHook` does. In the train op's own run they
 may show the state before or after its step.
 """
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 import tensorflow as tf
 
-from mp_optimizer._step import skips
-from mp_optimizer._step import summaries
+from mp_optimizer._internal import tensors
+from mp_optimizer._step import signal_record
 from mp_optimizer._step import telemetry
-from mp_optimizer._step.skips import LOSS_SCALE
-from mp_optimizer._step.skips import SKIPPED_STEPS
-from mp_optimizer._step.skips import STEP_APPLIED
+from mp_optimizer._step.signal_record import LOSS_SCALE
+from mp_optimizer._step.signal_record import SKIPPED_STEPS
+from mp_optimizer._step.signal_record import STEP_APPLIED
 
-OptimizerRef = skips.OptimizerRef
+# How readers name an optimizer: the optimizer, its name, or None (all).
+OptimizerRef = Union[str, tf.compat.v1.train.Optimizer, None]
 # What `precision()["skip_reason"]` codes mean, by code.
 SKIP_REASONS = telemetry.REASONS
+
+
+def _newest(graph: Optional[tf.Graph], optimizer: OptimizerRef, api: str
+            ) -> signal_record.SignalRecord:
+  """The newest record of `optimizer` (None: of any optimizer) in `graph`."""
+  signals = signal_record.published(graph, api)
+  name = _name(signals, optimizer)
+  return signals.records[-1] if name is None else signals.newest()[name]
+
+
+def _name(signals: signal_record.GraphSignals,
+          optimizer: OptimizerRef) -> Optional[str]:
+  """The name `optimizer` publishes under (None: all of them).
+
+  Raises:
+    ValueError: If `optimizer` is not one of the graph's loss-scaling
+      optimizers or their names.
+  """
+  if optimizer is None:
+    return None
+  names = signals.names()
+  name = (optimizer if isinstance(optimizer, str)
+          else signals.name_of(optimizer))
+  if name not in names:
+    raise ValueError(
+        f"`optimizer` must be one of the loss-scaling optimizers of this "
+        f"graph, or its name, one of {names}; got {optimizer!r}.")
+  return name
 
 
 def optimizer_names(graph: Optional[tf.Graph] = None) -> List[str]:
@@ -70,8 +103,8 @@ def optimizer_names(graph: Optional[tf.Graph] = None) -> List[str]:
     RuntimeError: Under eager execution, when no `graph` is given.
     ValueError: If no loss-scaling train op was built in the graph.
   """
-  graph = skips.published_graph(graph, "mp_optimizer.signals.optimizer_names")
-  return skips.published_names(graph)
+  return signal_record.published(
+      graph, "mp_optimizer.signals.optimizer_names").names()
 
 
 def step_applied(graph: Optional[tf.Graph] = None,
@@ -89,11 +122,7 @@ def step_applied(graph: Optional[tf.Graph] = None,
     ValueError: If no loss-scaling train op was built in it, or `optimizer`
       is not one of its optimizers.
   """
-  graph = skips.published_graph(graph, "mp_optimizer.step_applied")
-  name = skips.name_of(optimizer, graph)
-  if name is None:
-    return graph.get_collection(STEP_APPLIED)[-1]
-  return skips.newest(graph, STEP_APPLIED)[name]
+  return _newest(graph, optimizer, "mp_optimizer.step_applied").step_applied
 
 
 def skipped_steps(graph: Optional[tf.Graph] = None,
@@ -110,11 +139,11 @@ def skipped_steps(graph: Optional[tf.Graph] = None,
     ValueError: If no loss-scaling train op was built in the graph, or
       `optimizer` is not one of its optimizers.
   """
-  graph = skips.published_graph(graph, "mp_optimizer.skipped_steps")
-  name = skips.name_of(optimizer, graph)
+  signals = signal_record.published(graph, "mp_optimizer.skipped_steps")
+  name = _name(signals, optimizer)
   if name is None:
-    return skips.total_skipped(graph)
-  return skips.newest(graph, SKIPPED_STEPS)[name]
+    return signals.total_skipped()
+  return signals.newest()[name].skipped_steps
 
 
 def loss_scale(graph: Optional[tf.Graph] = None,
@@ -131,11 +160,8 @@ def loss_scale(graph: Optional[tf.Graph] = None,
     ValueError: If no loss-scaling train op was built in the graph, or
       `optimizer` is not one of its optimizers.
   """
-  graph = skips.published_graph(graph, "mp_optimizer.signals.loss_scale")
-  name = skips.name_of(optimizer, graph)
-  if name is None:
-    return graph.get_collection(LOSS_SCALE)[-1]
-  return skips.newest(graph, LOSS_SCALE)[name]
+  return _newest(graph, optimizer,
+                 "mp_optimizer.signals.loss_scale").loss_scale
 
 
 def precision(graph: Optional[tf.Graph] = None,
@@ -168,9 +194,9 @@ def precision(graph: Optional[tf.Graph] = None,
     ValueError: If no loss-scaling train op was built in the graph, or none
       of the optimizer asked for is built with `precision_telemetry=True`.
   """
-  graph = skips.published_graph(graph, "mp_optimizer.signals.precision")
-  name = skips.name_of(optimizer, graph)
-  records = summaries.newest_records(graph)
+  signals = signal_record.published(graph, "mp_optimizer.signals.precision")
+  name = _name(signals, optimizer)
+  records = signals.newest_telemetry()
   if name is None and records:
     name = list(records)[-1]
   if name not in records:
@@ -209,8 +235,9 @@ def add_summaries(graph: Optional[tf.Graph] = None) -> tf.Tensor:
     RuntimeError: Under eager execution, when no `graph` is given.
     ValueError: If no loss-scaling train op was built in the graph.
   """
-  graph = skips.published_graph(graph, "mp_optimizer.add_summaries")
-  made, merged = summaries.newest(graph)
+  graph = graph or tensors.require_graph("mp_optimizer.add_summaries")
+  made, merged = signal_record.published(
+      graph, "mp_optimizer.add_summaries").summaries
   key = tf.compat.v1.GraphKeys.SUMMARIES
   if not graph.finalized and not any(entry is made[0]
                                      for entry in graph.get_collection(key)):

@@ -34,19 +34,27 @@ and `gradient_accumulation/micro_steps`, made once per train op (a second
 train op of the same optimizer gets `gradient_accumulation_1/...`).
 """
 
-import weakref
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import (Callable, Dict, List, NamedTuple, Optional, Sequence,
+                    Tuple, Union)
 
 import tensorflow as tf
 
+from mp_optimizer._internal import keyed
 from mp_optimizer._internal import tensors
 from mp_optimizer._internal import tracking
 from mp_optimizer._internal import validation
 from mp_optimizer._step import gate
 
 _PREFIX = "gradient_accumulation"
-# One window's state: accumulators by variable ref, and the micro-step counter.
-Window = Tuple[Dict[object, tf.Variable], tf.Variable]
+
+
+class Window(NamedTuple):
+  """One train op's window: its pairs, accumulators and micro-step counter."""
+  pairs: tensors.GradsAndVars  # The pairs with a gradient.
+  accumulators: Dict[object, tf.Variable]  # By variable ref.
+  counter: tf.Variable
+
+
 # (mean (gradient, variable) pairs, gate pivot) -> the inner apply's op.
 Apply = Callable[[tensors.GradsAndVars, tf.Tensor], tf.Operation]
 
@@ -76,21 +84,22 @@ class GradientAccumulator:
   def __init__(self, owner: tracking.Trackable, steps: int):
     self._owner = owner
     self._steps = steps
-    # graph -> [(accumulators by variable ref, counter)], one per train op.
-    self._by_graph = weakref.WeakKeyDictionary()
+    # Per graph, each train op's (accumulators by variable ref, counter).
+    self._windows: keyed.PerGraph[list] = keyed.PerGraph(list)
 
   def variables(self) -> List[tf.Variable]:
     """The current graph's accumulators and counters (none before use)."""
     graph = tensors.outer_graph()
-    windows = [] if graph is None else self._by_graph.get(graph, [])
+    windows = (None if graph is None else self._windows.peek(graph)) or []
     return [variable for accumulators, counter in windows
             for variable in (*accumulators.values(), counter)]
 
-  def _new_window(self, variables: Sequence[tf.Variable]) -> Window:
+  def _new_window(self, variables: Sequence[tf.Variable]
+                  ) -> Tuple[Dict[object, tf.Variable], tf.Variable]:
     """Creates one train op's state (in cross-replica context)."""
     with tf.init_scope():
       graph = tf.compat.v1.get_default_graph()
-      windows = self._by_graph.setdefault(graph, [])
+      windows = self._windows.of(graph)
       prefix = _PREFIX if not windows else f"{_PREFIX}_{len(windows)}"
       accumulators = {}
       with graph.name_scope(None):
@@ -113,33 +122,40 @@ class GradientAccumulator:
       windows.append((accumulators, counter))
       return accumulators, counter
 
-  def micro_step(self, strategy: tf.distribute.Strategy,
-                 grads_and_vars: tensors.GradsAndVars,
-                 apply: Apply) -> Callable[[tf.Tensor], tf.Operation]:
-    """Returns a function that builds one finite micro-step.
+  def open_window(self, grads_and_vars: tensors.GradsAndVars) -> Window:
+    """Makes one train op's window (its accumulators and counter) now.
 
-    The state is made now, so that the returned function can run under the
-    step's gate and build the window's gate: distributed variables must
-    not be created inside control flow.
+    Called in cross-replica context before the step's gate: distributed
+    variables must not be created inside control flow.
 
     Args:
-      strategy: The strategy whose cross-replica context this runs in.
-      grads_and_vars: Unscaled (gradient, variable) pairs of this micro-step;
-        per-replica values under a strategy.
-      apply: Called with the window's mean (gradient, variable) pairs (again
-        per replica) and the gate's pivot, to build the inner optimizer's
-        update op.
-
-    Returns:
-      A function of the gate's pivot returning the micro-step's op (see the
-      module docstring); replica functions re-enter the pivot
-      (`gate.on_each_replica`).
+      grads_and_vars: Unscaled (gradient, variable) pairs of the micro-step;
+        per-replica values under a strategy. Pairs without a gradient get no
+        accumulator.
     """
     pairs = [(g, v) for g, v in grads_and_vars if g is not None]
     accumulators, counter = self._new_window([v for _, v in pairs])
     self._latest_counter = counter
-    return lambda pivot: self._build(strategy, pairs, accumulators, counter,
-                                     apply, pivot)
+    return Window(pairs, accumulators, counter)
+
+  def micro_step(self, strategy: tf.distribute.Strategy, window: Window,
+                 apply: Apply, pivot: tf.Tensor) -> tf.Operation:
+    """Builds one finite micro-step (see the module docstring) behind `pivot`.
+
+    Args:
+      strategy: The strategy whose cross-replica context this runs in.
+      window: The train op's window (`open_window`).
+      apply: Called with the window's mean (gradient, variable) pairs (again
+        per replica) and the window gate's pivot, to build the inner
+        optimizer's update op.
+      pivot: The step gate's pivot; replica functions re-enter it
+        (`gate.on_each_replica`).
+
+    Returns:
+      The micro-step's op.
+    """
+    return self._build(strategy, window.pairs, window.accumulators,
+                       window.counter, apply, pivot)
 
   def count_after(self, done: tf.Operation) -> tf.Tensor:
     """The newest window's micro-step count once `done` ran (0: applied).

@@ -167,7 +167,7 @@ def check_unscaled(grads_and_vars: tensors.GradsAndVars) -> None:
   """Raises if a gradient is still scaled, or never saw the loss scale.
 
   See the module docstring for the rules; `grads_and_vars` must have passed
-  `step.check_grads_and_vars`.
+  `pairs.check_grads_and_vars`.
 
   Raises:
     ValueError: Naming the variable whose gradient is wrong and the fix.

@@ -86,7 +86,7 @@ class Compensation(tf.compat.v1.train.Optimizer):
   """Applies through `inner`, with Kahan compensation for bfloat16 variables.
 
   An optimizer only so that its slots are made and checkpointed as every
-  optimizer's are; it is the `inner` of the step (`_step.step.Parts`).
+  optimizer's are; it is the `inner` of the step (`_step.step.StepSettings`).
 
   Example:
 

@@ -4,6 +4,7 @@
 finalized (in a hook under `MonitoredTrainingSession`), when no op can be
 added. So each train op builds, once the signals are published, the
 summaries of the graph's newest signals and their merge (in no collection);
+and keeps them with the graph's signals (`signal_record.GraphSignals`);
 `add_summaries()` adds the newest ones to the SUMMARIES collection while it
 still can, and returns their merge. Nothing runs them unless they
 are fetched.
@@ -21,27 +22,14 @@ rebuild keeps them.
 """
 
 import re
-import weakref
-from typing import Dict, List, Optional, Tuple
+from typing import List
 
 import tensorflow as tf
 
-from mp_optimizer._step import skips
+from mp_optimizer._step import signal_record
 from mp_optimizer._step import telemetry
 
 _INVALID_TAG_CHARACTERS = re.compile(r"[^-/\w.]")  # As tf.summary cleans tags.
-# graph -> the newest summaries and their merge.
-_NEWEST = weakref.WeakKeyDictionary()
-# graph -> {optimizer name: its newest telemetry record}, the newest last.
-# Not a graph collection: a collection of Python objects makes every
-# meta-graph export (a Saver, an Estimator, a FileWriter given the graph)
-# warn that it cannot serialize them.
-_RECORDS = weakref.WeakKeyDictionary()
-
-
-def newest_records(graph: tf.Graph) -> Dict[str, telemetry.Record]:
-  """{optimizer name: its newest telemetry record}, the newest last."""
-  return dict(_RECORDS.get(graph, {}))
 
 
 def _scalar(tag: str, value: tf.Tensor) -> tf.Tensor:
@@ -60,36 +48,21 @@ def _precision(prefix: str, record: telemetry.Record) -> List[tf.Tensor]:
   return made
 
 
-def build(record: Optional[telemetry.Record] = None) -> None:
-  """Builds the summaries of the newest signals of the outermost graph.
-
-  Args:
-    record: The new train op's telemetry, if it measures any; kept as its
-      optimizer's newest (`newest_records`).
-  """
+def build() -> None:
+  """Builds the summaries of the newest signals of the outermost graph."""
   with tf.init_scope():
     graph = tf.compat.v1.get_default_graph()
-    if record is not None:
-      newest = _RECORDS.setdefault(graph, {})
-      newest.pop(record.optimizer, None)
-      newest[record.optimizer] = record
+    signals = signal_record.published(graph, "LossScaleOptimizer")
     with graph.name_scope(None), tf.name_scope("mp_optimizer_summaries"):
-      names = skips.published_names(graph)
-      scales = skips.newest(graph, skips.LOSS_SCALE)
-      counts = skips.newest(graph, skips.SKIPPED_STEPS)
-      records = newest_records(graph)
-      made = [_scalar("mp_optimizer/skipped_steps",
-                      skips.total_skipped(graph))]
-      for name in names:
-        prefix = "mp_optimizer/" if len(names) == 1 else f"mp_optimizer/{name}/"
-        made.append(_scalar(prefix + "loss_scale", scales[name]))
-        if len(names) > 1:
-          made.append(_scalar(prefix + "skipped_steps", counts[name]))
+      newest = signals.newest()
+      records = signals.newest_telemetry()
+      made = [_scalar("mp_optimizer/skipped_steps", signals.total_skipped())]
+      for name, record in newest.items():
+        prefix = "mp_optimizer/" if len(newest) == 1 else f"mp_optimizer/{name}/"
+        made.append(_scalar(prefix + "loss_scale", record.loss_scale))
+        if len(newest) > 1:
+          made.append(_scalar(prefix + "skipped_steps", record.skipped_steps))
         if name in records:
           made += _precision(prefix, records[name])
-      _NEWEST[graph] = made, tf.compat.v1.summary.merge(made, collections=[])
-
-
-def newest(graph: tf.Graph) -> Tuple[List[tf.Tensor], tf.Tensor]:
-  """The newest summaries of `graph`'s signals and their merge (see `build`)."""
-  return _NEWEST[graph]
+      signals.summaries = signal_record.Summaries(
+          made, tf.compat.v1.summary.merge(made, collections=[]))
