@@ -16,6 +16,7 @@ import tensorflow as tf
 from mp_optimizer._internal import per_graph
 from mp_optimizer._internal import validation
 from mp_optimizer.managers import base
+from mp_optimizer.managers import fast_path
 from mp_optimizer.managers import floor
 from mp_optimizer.managers import transition
 
@@ -203,6 +204,14 @@ class StateMachine:
                                      state[face.good_steps_name],
                                      state.get(face.bad_steps_name))
 
+    mutex = self._state.mutex(api)
+    if fast_path.enabled(self.policy, variables.good_steps,
+                         fail_after is not None):
+      with tf.name_scope("loss_scale_update"):
+        return fast_path.write_step(
+            self.policy, variables, finite_grads,
+            lambda build: mutex.run(build, after=[finite_grads]))
+
     def locked() -> List[tf.Operation]:
       if fail_after is None:
         return [transition.write_next_state(self.policy, variables,
@@ -214,7 +223,7 @@ class StateMachine:
                                           finite_grads, scale)]
 
     with tf.name_scope("loss_scale_update"):
-      return self._state.mutex(api).run(locked, after=[finite_grads])
+      return mutex.run(locked, after=[finite_grads])
 
 
 def machine_setting(name: str) -> property:
