@@ -5,7 +5,9 @@ faces of one scale. Each states its settings in a frozen dataclass here
 (`ExponentialSettings`, `DynamicLossScaleSettings`, which translates into
 the first), validates its arguments into `ExponentialSettings`, and holds a
 `StateMachine`: the variables its `Face` names, made in each graph, and the
-locked update (`managers.transition` computes the next state).
+update: a lock-free count on the common step and the mutex on the others
+(`managers.fast_path`), or the mutex on every step where a finite step
+writes more than the count (`managers.transition` computes the next state).
 """
 
 import dataclasses
@@ -146,7 +148,7 @@ TF_NAMES = {"init_loss_scale": "initial_loss_scale",
 
 
 class StateMachine:
-  """One dynamic scale: its variables in each graph and its locked update.
+  """One dynamic scale: its variables in each graph and its update.
 
   A manager holds one, made from its validated settings and its face; the
   manager is the owner its variables are tracked under in checkpoints.

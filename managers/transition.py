@@ -33,10 +33,11 @@ tolerated overflows is used up, every further overflow shrinks the scale until
 the scale next grows.
 
 Most steps are finite with no growth due: they only add 1 to `good_steps`.
-`counting_only` tells such a step apart, and `write_next_state` runs just
-that increment then; the rest of the state machine sits behind a Switch and
-runs only on the other steps (a dozen kernels a step instead of about
-fifty).
+The manager counts such a step with one atomic increment and no mutex
+(`managers.fast_path`, which builds the rest from `next_state`). Under the
+settings that keep the mutex on every step, `write_next_state` tells such a
+step apart with `counting_only` and runs just that increment then; the rest
+of the state machine sits behind a Switch and runs only on the other steps.
 
 Step counts are compared in int64, so a period of 2**31 or more means what
 it says. A counter stops at its dtype's largest value instead of wrapping:
