@@ -78,7 +78,7 @@ its streak), a counter on a device without a `ResourceCountUpTo` kernel
 and a period too long for the counter's dtype (above).
 """
 
-from typing import Callable, List, Optional
+from typing import Callable, List
 
 import tensorflow as tf
 
@@ -155,13 +155,6 @@ def _change(policy: transition.Policy, variables: transition.Variables,
   `good_steps` enters as L: a finite step that reaches here grows, and an
   overflow's result does not depend on it.
   """
-  bad: Optional[tf.Variable] = variables.bad_steps
-  good = tf.constant(limit, variables.good_steps.dtype.base_dtype)
-  new = transition.next_state(policy, transition.State(
-      variables.scale.read_value(), good,
-      None if bad is None else bad.read_value()), finite)
-  writes = [variables.scale.assign(new.scale, read_value=False),
-            variables.good_steps.assign(new.good_steps, read_value=False)]
-  if bad is not None:
-    writes.append(bad.assign(new.bad_steps, read_value=False))
-  return writes
+  return transition.write_next(
+      policy, variables, finite,
+      tf.constant(limit, variables.good_steps.dtype.base_dtype))

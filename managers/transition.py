@@ -180,15 +180,30 @@ def write_next_state(policy: Policy, variables: Variables, finite: tf.Tensor,
     return writes
 
   def change() -> List[tf.Operation]:
-    bad = variables.bad_steps
-    new = next_state(policy, State(
-        variables.scale.read_value() if scale is None else scale, good,
-        None if bad is None else bad.read_value()), finite)
-    writes = [variables.scale.assign(new.scale, read_value=False),
-              variables.good_steps.assign(new.good_steps, read_value=False)]
-    if bad is not None:
-      writes.append(bad.assign(new.bad_steps, read_value=False))
-    return writes
+    return write_next(policy, variables, finite, good, scale)
 
   return tensors.branch(counting_only(policy, good, finite), count, change,
                         name="changes")
+
+
+def write_next(policy: Policy, variables: Variables, finite: tf.Tensor,
+               good_steps: tf.Tensor,
+               scale: Optional[tf.Tensor] = None) -> List[tf.Operation]:
+  """The assigns of `next_state`, from reads of the scale and `bad_steps`.
+
+  Args:
+    policy: The scale's settings.
+    variables: The state's variables.
+    finite: Scalar bool tensor: were the step's gradients all finite?
+    good_steps: The count the step sees.
+    scale: The scale already read in the same locked section, if any.
+  """
+  bad = variables.bad_steps
+  new = next_state(policy, State(
+      variables.scale.read_value() if scale is None else scale, good_steps,
+      None if bad is None else bad.read_value()), finite)
+  writes = [variables.scale.assign(new.scale, read_value=False),
+            variables.good_steps.assign(new.good_steps, read_value=False)]
+  if bad is not None:
+    writes.append(bad.assign(new.bad_steps, read_value=False))
+  return writes

@@ -24,26 +24,28 @@ import tensorflow as tf
 
 import mp_optimizer
 from mp_optimizer import managers
+from tests import models
 
 v1 = tf.compat.v1
-RUNS = 500
-PERIOD = 7
-START = 2.0**10
-
-
-def _loss(name: str, poison: tf.Tensor) -> tf.Tensor:
-  w = v1.get_variable(name, initializer=np.ones(4, np.float32))
-  return tf.reduce_sum(tf.square(w)) * 1e-3 * poison
+RUNS, PERIOD, START = 500, 7, 2.0**10
 
 
 def _contrib(**kwargs):
+  """contrib's face, shrinking by half on every second overflow."""
   return managers.ExponentialUpdateLossScaleManager(
-      START, incr_every_n_steps=PERIOD, decr_every_n_nan_or_inf=2,
-      decr_ratio=0.5, **kwargs)
+      START, PERIOD, 2, decr_ratio=0.5, **kwargs)
 
 
 def _tf2_face():
   return managers.DynamicLossScale(START, PERIOD, 2)
+
+
+def _sgd_step(manager, name: str, poison) -> tf.Operation:
+  """A train op of a zero-rate SGD on its own variables, scaled by `manager`."""
+  return mp_optimizer.LossScaleOptimizer(
+      v1.train.GradientDescentOptimizer(0.0), manager).minimize(
+          models.dense_loss(tf.constant(poison), scope=name,
+                            compute_dtype=tf.float32))
 
 
 def _by_role(manager):
@@ -58,9 +60,7 @@ def _run_together(make_manager, poisons, good, bad=0, runs=RUNS):
   the state (START, good, bad); returns the set of end states."""
   with tf.Graph().as_default() as graph:
     manager = make_manager()
-    train_ops = [mp_optimizer.LossScaleOptimizer(
-        v1.train.GradientDescentOptimizer(0.0), manager).minimize(
-            _loss(f"w{i}", tf.constant(poison)))
+    train_ops = [_sgd_step(manager, f"w{i}", poison)
                  for i, poison in enumerate(poisons)]
     scale, good_steps, bad_steps = _by_role(manager)
     preset = [scale.assign(START), good_steps.assign(good)]
@@ -132,9 +132,7 @@ class ThreadsAtAShortPeriodTest(parameterized.TestCase):
                                            min_loss_scale=low)
                  if tf2_face else managers.ExponentialUpdateLossScaleManager(
                      low, period, min_loss_scale=low))
-      train_op = mp_optimizer.LossScaleOptimizer(
-          v1.train.GradientDescentOptimizer(0.0), manager).minimize(
-              _loss("w", tf.constant(1.0)))
+      train_op = _sgd_step(manager, "w", 1.0)
       scale, good_steps, _ = _by_role(manager)
       init = v1.global_variables_initializer()
       graph.finalize()
