@@ -1,4 +1,4 @@
-"""The dynamic scale's update with the mutex taken only when the scale may change.
+"""Lock-free counting for the dynamic scale; the mutex for everything else.
 
 Most steps are finite with no growth due: their whole change is
 `good_steps += 1`. `write_step` lets such a step do just that, with one
@@ -18,9 +18,9 @@ step in flight (below), so it would take more than `dtype.max // 4` steps
 in flight at once, more than any process holds.
 
 Write L for `incr_every - 1` and `good` for the variable. The operations on
-`good` are: unlocked reads; `count(limit)`, the fetch-and-increment, which
-succeeds when the value it returns is below L; and, only while the mutex is
-held, reads and the write `good = 0`.
+`good` are reads; `count()`, the fetch-and-increment, which "succeeds"
+when the value it returns is below L; and, only while the mutex is held,
+the write `good = 0`.
 
 ```
 finite step:  g = read(good)
@@ -36,21 +36,21 @@ Why every run ends in a state that some serial order of its steps gives:
 
 1. Between two writes of `good = 0` only increments change `good`, so it
    only grows; increments return consecutive values.
-2. An increment that returns v < L was applied to a count of v < L: no
-   increment "in excess" (point 4) exists below L, since an excess one
-   returned >= L and nothing lowers `good` but a write of 0, which removes
-   every earlier increment. So it is a complete finite step from good = v:
-   exactly `good += 1`, with the scale and `bad_steps` untouched (contrib's
-   and the "sticky" hysteresis leave `bad_steps` alone on a finite step).
-   That step is placed in the serial order at its increment.
+2. An increment that returns v < L: by 1, every increment since the last
+   write returned less than v, so each succeeded, and v is exactly the
+   count of finite steps placed since that write. Growth is not due, and
+   the step's whole change is `good += 1`, with the scale and `bad_steps`
+   untouched (contrib's and the "sticky" hysteresis leave `bad_steps`
+   alone on a finite step). The step is placed at its increment.
 3. A locked step is placed at its write (`good = 0`), or, if it ends on a
    successful increment under the lock, at that increment. Locked steps
    run one at a time, and the scale and `bad_steps` change only under the
    mutex, so each locked step reads the scale and `bad_steps` that the
    serial order gives it.
 4. A finite step that decides to grow saw `good >= L` or an increment
-   returning >= L, under the mutex. By 1, from then until its own write
-   `good` stays >= L and no increment can succeed, so in the serial order
+   returning >= L, under the mutex. Only the mutex's holder writes, so by
+   1, from then until its own write `good` stays >= L and no increment
+   can succeed, so in the serial order
    the count at its place is >= L: growth is due, as contrib says. Its
    write removes the increments that returned >= L: those are "in
    excess": each belongs to a step not yet placed (its own, or one that
@@ -61,9 +61,10 @@ Why every run ends in a state that some serial order of its steps gives:
 6. A step's place (an increment or a write) lies within its own run, so
    the serial order keeps the order of steps that did not overlap.
 
-So two finite steps at the growth boundary grow the scale once and count
-once (`test_linearizable` runs it 500 times), and an overflow that races
-with a lock-free increment either resets it or is followed by it.
+So two finite steps at the growth boundary count once and grow once, in
+that order, and an overflow that races with a lock-free increment either
+resets it or is followed by it (`tests/managers/test_fast_path.py` runs
+each race hundreds of times; `test_linearizable.py` the older ones).
 
 A value of `good_steps` above L can only come from a restored or edited
 checkpoint; such a count is read under the mutex (`g < L` fails), so its
