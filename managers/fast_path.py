@@ -133,19 +133,18 @@ def write_step(policy: transition.Policy, variables: transition.Variables,
       (`per_graph.Mutex.run`, with the step's finite flag done first).
   """
   limit = policy.incr_every - 1
+  good = variables.good_steps
+
+  def counted(name: str) -> tf.Tensor:
+    return _counted(tf.logical_and(finite, good.read_value() < limit), good,
+                    limit, name)
 
   def under_mutex() -> List[tf.Operation]:
-    counted = _counted(tf.logical_and(
-        finite, variables.good_steps.read_value() < limit), variables.good_steps,
-                       limit, "count_locked")
-    return [tensors.branch(counted, lambda: [],
+    return [tensors.branch(counted("count_locked"), lambda: [],
                            lambda: _change(policy, variables, finite, limit),
                            name="change_locked")]
 
-  counted = _counted(
-      tf.logical_and(finite, variables.good_steps.read_value() < limit),
-      variables.good_steps, limit, "count")
-  return tensors.branch(counted, lambda: [],
+  return tensors.branch(counted("count"), lambda: [],
                         lambda: locked(under_mutex), name="counted")
 
 
