@@ -5,7 +5,9 @@ faces of one scale. Each states its settings in a frozen dataclass here
 (`ExponentialSettings`, `DynamicLossScaleSettings`, which translates into
 the first), validates its arguments into `ExponentialSettings`, and holds a
 `StateMachine`: the variables its `Face` names, made in each graph, and the
-locked update (`managers.transition` computes the next state).
+update: a lock-free count on the common step and the mutex on the others
+(`managers.fast_path`), or the mutex on every step where a finite step
+writes more than the count (`managers.transition` computes the next state).
 """
 
 import dataclasses
@@ -16,6 +18,7 @@ import tensorflow as tf
 from mp_optimizer._internal import per_graph
 from mp_optimizer._internal import validation
 from mp_optimizer.managers import base
+from mp_optimizer.managers import fast_path
 from mp_optimizer.managers import floor
 from mp_optimizer.managers import transition
 
@@ -145,7 +148,7 @@ TF_NAMES = {"init_loss_scale": "initial_loss_scale",
 
 
 class StateMachine:
-  """One dynamic scale: its variables in each graph and its locked update.
+  """One dynamic scale: its variables in each graph and its update.
 
   A manager holds one, made from its validated settings and its face; the
   manager is the owner its variables are tracked under in checkpoints.
@@ -203,6 +206,14 @@ class StateMachine:
                                      state[face.good_steps_name],
                                      state.get(face.bad_steps_name))
 
+    mutex = self._state.mutex(api)
+    if fast_path.enabled(self.policy, variables.good_steps,
+                         fail_after is not None):
+      with tf.name_scope("loss_scale_update"):
+        return fast_path.write_step(
+            self.policy, variables, finite_grads,
+            lambda build: mutex.run(build, after=[finite_grads]))
+
     def locked() -> List[tf.Operation]:
       if fail_after is None:
         return [transition.write_next_state(self.policy, variables,
@@ -214,7 +225,7 @@ class StateMachine:
                                           finite_grads, scale)]
 
     with tf.name_scope("loss_scale_update"):
-      return self._state.mutex(api).run(locked, after=[finite_grads])
+      return mutex.run(locked, after=[finite_grads])
 
 
 def machine_setting(name: str) -> property:

@@ -31,9 +31,10 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
   `hysteresis="contrib"`, the default); see `managers.transition` for the
   algorithm as pseudocode and the two other `hysteresis` modes.
 
-  Each update holds the state's mutex (`_internal.per_graph.Mutex`), so
-  concurrent updates (two train ops, threads, asynchronous workers) end as
-  if run one after the other.
+  Concurrent updates (two train ops, threads, asynchronous workers) end as
+  if run one after the other: the common step (finite, no growth due)
+  counts with one atomic increment, and every other step holds the state's
+  mutex (`_internal.per_graph.Mutex`); `managers.fast_path` says why.
 
   State: float32 `loss_scale`, int32 `good_steps`, int32 `bad_steps`: the
   names and dtypes contrib wrote to checkpoints. They are non-trainable
@@ -131,13 +132,15 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
   def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:
     """Returns the op that moves the state machine one step.
 
-    While it holds the state's mutex, the op reads `good_steps`, and the
-    rest of the state only on a step that changes more than that counter,
-    and writes the next state (`managers.transition.write_next_state`): any
-    number of updates running at once end as if run one after the other, in
-    some order. The floor guard (`fail_at_floor_after`) runs in the same
-    locked section and sees the scale before this step's own change, i.e.
-    the scale this step used.
+    A finite step with no growth due adds 1 to `good_steps` with one atomic
+    fetch-and-increment and takes no mutex; any other step holds the
+    state's mutex while it reads the state and writes the next one
+    (`managers.fast_path`, `managers.transition`): any number of updates
+    running at once end as if run one after the other, in some order. With
+    the "consecutive" hysteresis or `fail_at_floor_after` every step holds
+    the mutex. The floor guard (`fail_at_floor_after`) runs in the locked
+    section and sees the scale before this step's own change, i.e. the
+    scale this step used.
 
     Args:
       finite_grads: Scalar bool tensor: were all of this step's gradients

@@ -33,10 +33,11 @@ tolerated overflows is used up, every further overflow shrinks the scale until
 the scale next grows.
 
 Most steps are finite with no growth due: they only add 1 to `good_steps`.
-`counting_only` tells such a step apart, and `write_next_state` runs just
-that increment then; the rest of the state machine sits behind a Switch and
-runs only on the other steps (a dozen kernels a step instead of about
-fifty).
+The manager counts such a step with one atomic increment and no mutex
+(`managers.fast_path`, which builds the rest from `next_state`). Under the
+settings that keep the mutex on every step, `write_next_state` tells such a
+step apart with `counting_only` and runs just that increment then; the rest
+of the state machine sits behind a Switch and runs only on the other steps.
 
 Step counts are compared in int64, so a period of 2**31 or more means what
 it says. A counter stops at its dtype's largest value instead of wrapping:
@@ -179,15 +180,30 @@ def write_next_state(policy: Policy, variables: Variables, finite: tf.Tensor,
     return writes
 
   def change() -> List[tf.Operation]:
-    bad = variables.bad_steps
-    new = next_state(policy, State(
-        variables.scale.read_value() if scale is None else scale, good,
-        None if bad is None else bad.read_value()), finite)
-    writes = [variables.scale.assign(new.scale, read_value=False),
-              variables.good_steps.assign(new.good_steps, read_value=False)]
-    if bad is not None:
-      writes.append(bad.assign(new.bad_steps, read_value=False))
-    return writes
+    return write_next(policy, variables, finite, good, scale)
 
   return tensors.branch(counting_only(policy, good, finite), count, change,
                         name="changes")
+
+
+def write_next(policy: Policy, variables: Variables, finite: tf.Tensor,
+               good_steps: tf.Tensor,
+               scale: Optional[tf.Tensor] = None) -> List[tf.Operation]:
+  """The assigns of `next_state`, from reads of the scale and `bad_steps`.
+
+  Args:
+    policy: The scale's settings.
+    variables: The state's variables.
+    finite: Scalar bool tensor: were the step's gradients all finite?
+    good_steps: The count the step sees.
+    scale: The scale already read in the same locked section, if any.
+  """
+  bad = variables.bad_steps
+  new = next_state(policy, State(
+      variables.scale.read_value() if scale is None else scale, good_steps,
+      None if bad is None else bad.read_value()), finite)
+  writes = [variables.scale.assign(new.scale, read_value=False),
+            variables.good_steps.assign(new.good_steps, read_value=False)]
+  if bad is not None:
+    writes.append(bad.assign(new.bad_steps, read_value=False))
+  return writes

@@ -11,7 +11,10 @@ variables per graph, and two graphs never share a variable.
 Two train ops of one manager in one `sess.run` (a GAN's D and G), two
 threads, or asynchronous workers sharing a parameter server update one
 state concurrently; each update reads, decides and writes, so two could
-read the same state and one be lost. `Mutex.run` makes one update atomic:
+read the same state and one be lost. `Mutex.run` makes one update atomic
+(the dynamic scale takes it only on a step that may change more than its
+good-step count, which it increments atomically without the mutex:
+`managers.fast_path`):
 
 ```
 lock    = MutexLock(mutex)      # after `after` (the step's finite flag) is done
