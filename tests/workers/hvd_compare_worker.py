@@ -12,12 +12,13 @@ scale and global_step of every step, and the final weights.
 
 The model's matmul takes float16 operands and sums their products in
 float32, rounding once to float16, as a GPU's float16 matmul does (`loss`).
-A float16 `tf.matmul` on CPU does not: TensorFlow 2.15's sums in float16,
-rounding after every product, while 2.21's rounds once, so the same script
-gives different losses on the two versions before any rank talks to
-another. The float32 sum of float16 products is exact here (11-bit
-significands multiply into 22 bits, and four of them sum within float32's
-24), so every TensorFlow gives the same bits.
+A float16 `tf.matmul` on CPU does not: TensorFlow 2.15's gives what
+summing in float16 gives, rounding after every product, while 2.21's rounds
+the sum once, so the same script gives different losses on the two
+versions before any rank talks to another. Each product of two float16
+values is exact in float32 (11-bit significands multiply into 22 bits);
+the float32 matmul that sums them gives the same bits on both versions
+(docs/horovod.md, "Against Horovod itself").
 """
 
 import importlib
