@@ -210,6 +210,20 @@ class TFConfigTest(_Job):
                      replicated.EXPECTED_SCALES["tf2"])
 
 
+def float16_matmul_references() -> tuple:
+  """`hvd_matmul_probe`'s product two ways, worked in numpy: summed in
+  float16 in order (rounding after every product and every addition), and
+  summed exactly (float64 holds these sums) and rounded to float16 once."""
+  x, _ = replicated.replica_data(0)
+  a, b = x.astype(np.float16), replicated.INITIAL_W.astype(np.float16)
+  summed = np.zeros((a.shape[0], b.shape[1]), np.float16)
+  for i, j in np.ndindex(*summed.shape):
+    for k in range(a.shape[1]):
+      summed[i, j] = np.float16(summed[i, j] + np.float16(a[i, k] * b[k, j]))
+  rounded = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16)
+  return summed, rounded
+
+
 class AcrossTensorFlowVersionsTest(parameterized.TestCase):
   """`hvd_compare_worker.py`, the script `test_horovod.py` runs on Horovod,
   on the drop-in under TF 2.15 and under TF 2.21: two `TF_CONFIG` ranks each.
@@ -237,6 +251,8 @@ class AcrossTensorFlowVersionsTest(parameterized.TestCase):
           "hvd_compare_worker.py", ["mp_optimizer", cls.dirs[name]], logs,
           env={"TF_CONFIG": launch.tf_config(cluster, rank)},
           python=str(python)) for rank in range(RANKS)]
+      workers.append(launch.Worker("hvd_matmul_probe.py", [cls.dirs[name]],
+                                   logs, python=str(python)))
     cls.finished = launch.wait_all(workers, TIMEOUT_SECONDS)
 
   def results(self, name: str) -> list:
@@ -245,10 +261,27 @@ class AcrossTensorFlowVersionsTest(parameterized.TestCase):
     return [_load(os.path.join(self.dirs[name], f"{rank}.npz"))
             for rank in range(RANKS)]
 
+  def matmul(self, name: str) -> dict:
+    self.results(name)  # Every process ended well.
+    return _load(os.path.join(self.dirs[name], "matmul.npz"))
+
   @parameterized.named_parameters((name, name) for name in VERSIONS)
   def test_weights_are_bit_identical_across_ranks(self, name):
     ranks = self.results(name)
     self.assertEqual(ranks[0]["w"].tobytes(), ranks[1]["w"].tobytes())
+
+  def test_the_float16_matmul_kernel_differs_between_versions(self):
+    # On the compared model's first matmul, TF 2.15 sums in float16 and
+    # TF 2.21 rounds the exact sum once; the two differ on this data.
+    summed, rounded = float16_matmul_references()
+    self.assertFalse(np.array_equal(summed, rounded))
+    np.testing.assert_array_equal(self.matmul("tf2.15")["float16"], summed)
+    np.testing.assert_array_equal(self.matmul("tf2.21")["float16"], rounded)
+
+  @parameterized.named_parameters((name, name) for name in VERSIONS)
+  def test_the_compared_models_matmul_rounds_once(self, name):
+    _, rounded = float16_matmul_references()
+    np.testing.assert_array_equal(self.matmul(name)["float32_sum"], rounded)
 
   def test_the_loss_agrees_at_every_step_across_versions(self):
     for old, new in zip(self.results("tf2.15"), self.results("tf2.21")):

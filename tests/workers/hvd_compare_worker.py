@@ -11,7 +11,8 @@ hook and `MonitoredTrainingSession`. Each rank starts from its own weights
 scale and global_step of every step, and the final weights.
 
 The model's matmul takes float16 operands and sums their products in
-float32, rounding once to float16, as a GPU's float16 matmul does (`loss`).
+float32, rounding once to float16, as TensorFlow's float16 matmul on a
+GPU does by default (`float16_matmul`).
 A float16 `tf.matmul` on CPU does not: TensorFlow 2.15's gives what
 summing in float16 gives, rounding after every product, while 2.21's rounds
 the sum once, so the same script gives different losses on the two
@@ -38,10 +39,15 @@ MODULES = {"horovod": "horovod.tensorflow",
            "mp_optimizer": "mp_optimizer.horovod"}
 
 
+def float16_matmul(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+  """`a @ b` of float16 matrices, summed in float32 and rounded once."""
+  product = tf.matmul(tf.cast(a, tf.float32), tf.cast(b, tf.float32))
+  return tf.cast(product, tf.float16)
+
+
 def loss(w: tf.Tensor, x: np.ndarray, y: np.ndarray) -> tf.Tensor:
   """Mean squared error of a float16 matmul summed in float32 (module doc)."""
-  operands = [tf.cast(tf.cast(t, tf.float16), tf.float32) for t in (x, w)]
-  pred = tf.cast(tf.matmul(*operands), tf.float16)
+  pred = float16_matmul(tf.cast(x, tf.float16), tf.cast(w, tf.float16))
   return tf.reduce_mean(tf.square(tf.cast(pred, tf.float32) - y))
 
 
