@@ -19,14 +19,15 @@ TF internals, lives in `tracking`.)
   refuses.
 * `route_default_sessions`: `mp_optimizer.horovod.init()` must make the
   sessions a legacy script creates itself (`tf.compat.v1.Session()`,
-  `MonitoredTrainingSession`, Estimator: all construct
-  `tf.compat.v1.Session(target, graph, config)`) run on the process's
-  `tf.distribute.Server`: cross-process collective ops run only there (an
-  in-process session's collectives reach no other process). A session's
-  target has no process-wide default in TF (its config has one, the eager
-  context's, but not its target), so the constructor of
-  `tf.compat.v1.Session` is wrapped: an empty target becomes the server's,
-  and the config is amended. Sessions given a target are left alone.
+  `tf.compat.v1.InteractiveSession()`, `MonitoredTrainingSession`,
+  Estimator) run on the process's `tf.distribute.Server`: cross-process
+  collective ops run only there (an in-process session's collectives reach
+  no other process). A session's target has no process-wide default in TF
+  (its config has one, the eager context's, but not its target), so the
+  constructor both session classes call, that of their internal base class
+  `BaseSession`, is wrapped: an empty target becomes the server's, and the
+  config is amended. `InteractiveSession` has filled in its own default
+  config by then. Sessions given a target are left alone.
 """
 
 import functools
@@ -34,6 +35,7 @@ import functools
 from typing import Callable, Optional, Tuple
 
 import tensorflow as tf
+from tensorflow.python.client import session as tf_session  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.training.experimental import mixed_precision  # pylint: disable=g-direct-tensorflow-import
 
 
@@ -65,11 +67,12 @@ _ROUTE = {}
 def route_default_sessions(
     target: str, amend: Callable[[Optional[tf.compat.v1.ConfigProto]],
                                  tf.compat.v1.ConfigProto]) -> None:
-  """Makes `tf.compat.v1.Session(target="")` use `target`, config `amend(config)`.
+  """Makes sessions made with `target=""` use `target`, config `amend(config)`.
 
+  Covers `tf.compat.v1.Session` and `tf.compat.v1.InteractiveSession`.
   Calling it again replaces the route; the constructor is wrapped once.
   """
-  session_class = tf.compat.v1.Session
+  session_class = tf_session.BaseSession
   _ROUTE["target"], _ROUTE["amend"] = target, amend
   if "original" in _ROUTE:
     return

