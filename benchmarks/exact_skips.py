@@ -17,6 +17,15 @@ fixed scale (the dynamic scale's update comes on top of any of them):
   gradients are held twice at a time, and each chunk waits only for its own
   gradients, not the last of the group. A design for the library's unscale
   (see BENCHMARKS.md, "Step memory"), prototyped here.
+* `hold16`: what no design holding float32 gradients can reach. A float32
+  gradient made by casting a 16-bit one (the gradient of a float32
+  variable read through a cast) is held in 16 bits until the flag: the
+  check sums each gradient in float32 on its own (a copy freed at once),
+  and the cast to float32 and the multiply by 1/S are built behind the
+  Switch, so the float32 gradients exist only while the updates run.
+  Exact: the values applied are bare's bits; the check sees S times the
+  unscaled values, which changes nothing below float32's range. O(N)
+  kernels (a cast and a sum per gradient).
 """
 
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -60,14 +69,47 @@ def _unscale_chunked(values: Sequence[Optional[tf.Tensor]],
 
 UNSCALES = {"switch": _unscale_each, "chunked": _unscale_chunked}
 LABELS = {"switch": "floor: one Switch on all_finite, each gradient unscaled",
-          "chunked": "prototype: the floor, unscale in <= 8 stacks per shape"}
+          "chunked": "prototype: the floor, unscale in <= 8 stacks per shape",
+          "hold16": "prototype: 16-bit gradients held, cast behind the Switch"}
+
+
+def _held_16_bit(value: Optional[tf.Tensor]) -> Optional[tf.Tensor]:
+  """The 16-bit tensor a float32 gradient is a cast of, else None."""
+  if (value is not None and value.dtype == tf.float32 and
+      value.op.type == "Cast" and
+      value.op.inputs[0].dtype in (tf.float16, tf.bfloat16)):
+    return value.op.inputs[0]
+  return None
+
+
+def _hold16_train_op(pairs, scale: tf.Tensor, global_step: tf.Variable,
+                     inner: v1.train.Optimizer) -> tf.Operation:
+  values = [None if grad is None else tf.convert_to_tensor(
+      tensors.values(grad)) for grad, _ in pairs]
+  held = [value if _held_16_bit(value) is None else _held_16_bit(value)
+          for value in values]
+  sums = [tf.reduce_sum(tf.cast(value, tf.float32)) for value in held
+          if value is not None]
+  flag = tf.math.is_finite(tf.reduce_sum(tf.stack(sums)) if sums else 0.0)
+
+  def apply(pivot: tf.Tensor) -> tf.Operation:
+    del pivot  # `gate` builds this under a dependency on it.
+    inverse = tf.math.reciprocal(scale)
+    unscaled = [(None if grad is None else tensors.with_values(
+        grad, tf.cast(value, tf.float32) * inverse), var)
+                for (grad, var), value in zip(pairs, held)]
+    return inner.apply_gradients(unscaled, global_step)
+
+  return gate.gate(flag, apply, tf.no_op)
 
 
 def train_op(loss: tf.Tensor, global_step: tf.Variable,
              inner: v1.train.Optimizer, design: str) -> tf.Operation:
-  """The exact skip `design` (a key of `UNSCALES`) around `inner`."""
+  """The exact skip `design` (a key of `LABELS`) around `inner`."""
   scale = tf.constant(float(INITIAL_SCALE))
   pairs = inner.compute_gradients(loss * tf.cast(scale, loss.dtype))
+  if design == "hold16":
+    return _hold16_train_op(pairs, scale, global_step, inner)
   values = [None if grad is None else tf.convert_to_tensor(
       tensors.values(grad)) for grad, _ in pairs]
   unscaled = UNSCALES[design](values, tf.math.reciprocal(scale))

@@ -8,7 +8,7 @@
 The floor (`benchmarks.exact_skips`, "switch") is the cheapest exact skip
 built here. For each shape family (`shapes.with_variables`), N and inner
 optimizer, bare, TF's built-in (fixed, dynamic), ours (contrib and TF2
-faces, fixed and dynamic), the floor and the memory prototype ("chunked")
+faces, fixed and dynamic), the floor and two memory prototypes
 are built in their own graphs and Sessions and timed in interleaved rounds
 (`scaling.measure`); each is compared with the floor in the same rounds.
 Then each model of `benchmarks.models` with Adam, the same contenders.
@@ -55,7 +55,7 @@ CONTENDERS = {
     "ours_tf2": ("ours, TF2 face, dynamic",
                  scaling.wrapped(impls.BY_NAME["ours_tf2"].wrap)),
     **{design: (exact_skips.LABELS[design], exact_skips.maker(design))
-       for design in ("switch", "chunked")},
+       for design in exact_skips.LABELS},
 }
 # Every contender is also timed against the floor, in the same rounds.
 REFERENCES = {name: "switch" for name in CONTENDERS if name != "switch"}
