@@ -10,7 +10,8 @@ the bytes of the float32 gradients of one step. An exact skip that
 unscales before its check holds every float32 gradient until the finite
 flag exists, so its peak is at least G. The
 library's unscale today stacks the small gradients of one shape into a new
-tensor while they are still alive: its peak is at least 2G. The chunked
+tensor while they are still alive: its peak is at least twice the bytes of
+the largest such group (here every kernel's gradient). The chunked
 prototype (`benchmarks.exact_skips`) holds at most one chunk twice; the
 hold16 prototype holds 16-bit gradients only, so less than G. The
 target of issue 38 (ours within 1.10x bare) is not met today on this shape;
@@ -81,8 +82,8 @@ class MemoryTest(parameterized.TestCase):
                                   ("tf2_face", "ours_tf2"))
   def test_ours_copies_every_stacked_gradient_today(self, name):
     size = SIZES[0]
-    self.assertGreaterEqual(_built(name, size).trace.peak_bytes,
-                            2 * _gradient_bytes(size))
+    kernels = 4 * (size // 2) * 64 * 64  # The largest stack: every kernel.
+    self.assertGreaterEqual(_built(name, size).trace.peak_bytes, 2 * kernels)
 
   def test_hold16_prototype_holds_less_than_the_float32_gradients(self):
     size = SIZES[0]
