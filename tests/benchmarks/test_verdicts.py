@@ -6,6 +6,8 @@ check that each verdict flips when the numbers cross its line, so no
 conclusion in BENCHMARKS.md can be fixed text.
 """
 
+import dataclasses
+
 from absl.testing import absltest
 from absl.testing import parameterized
 
@@ -154,6 +156,16 @@ class FloorTargetsTest(parameterized.TestCase):
   )
   def test_dynamic_against_the_floor_and_tf(self, ours, expected):
     self.assertEqual(self._cells(ours=ours, tf_dynamic=1.3), expected)
+
+  @parameterized.named_parameters(("floor", 1.04, "switch"),
+                                  ("ours", 0.95, "ours_contrib"))
+  def test_fastest_exact_skip_is_the_lowest_ratio_to_the_floor(self, ours,
+                                                                expected):
+    pool = _floor_pool(ours, 1.3)
+    for name, row in pool.rows.items():
+      pool.rows[name] = dataclasses.replace(row, label=name)
+    self.assertIn(f"- many_small 10 adam: {expected} (",
+                  floor_report.cheapest_exact([pool]))
 
   @parameterized.named_parameters(("within", 1.09, "yes"),
                                   ("above", 1.11, "**no**"))
