@@ -19,8 +19,10 @@
 #   make docs    the documentation site into site/ (MkDocs, warnings as
 #                errors); open site/index.html
 #   make bench   overhead benchmarks, the opt-in options, mp_optimizer.horovod on two
-#                processes, bfloat16 vs float32, then the growth with the number
-#                of variables (writes BENCHMARKS.md and docs/scaling.png)
+#                processes, bfloat16 vs float32, every contender against the
+#                cheapest exact skip and on realistic models, then the growth
+#                with the number of variables (writes BENCHMARKS.md and
+#                docs/scaling.png)
 #   make bench-codemod  mp-optimizer-migrate on a big file and a model-zoo tree,
 #                then on hostile shapes (long, deep, repetitive: 5 MB each)
 #   make soak    20,000-step soak run
@@ -177,6 +179,7 @@ bench: $(VENV)/tf$(NEWEST)/.ready
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/options.py
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/horovod_loopback.py
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/bfloat16.py
+	$(VENV)/tf$(NEWEST)/bin/python benchmarks/floor.py
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/scaling.py
 
 bench-codemod: $(VENV)/tf$(NEWEST)/.ready

@@ -14,7 +14,9 @@ Step memory is the peak, over one step, of bytes allocated and not yet
 freed, from the allocation records of a FULL_TRACE `RunMetadata`.
 """
 
+import collections
 import dataclasses
+from typing import Dict
 
 import tensorflow as tf
 
@@ -36,21 +38,47 @@ def run_ops(session: v1.Session, fetch) -> int:
   return sum(len(graph.node) for graph in metadata.partition_graphs)
 
 
-def step_peak_bytes(session: v1.Session, fetch) -> int:
-  """Runs `fetch` once, traced; returns the peak of live bytes it allocated."""
+@dataclasses.dataclass(frozen=True)
+class Trace:
+  """What one traced step ran and allocated.
+
+  Attributes:
+    kernels: Nodes in the step stats (kernels the executor ran).
+    peak_bytes: Peak over the step of bytes allocated and not yet freed.
+    at_peak: Node name -> its bytes still live at that peak (nodes with
+      none left out): who holds the memory when it is highest.
+  """
+  kernels: int
+  peak_bytes: int
+  at_peak: Dict[str, int]
+
+
+def trace_step(session: v1.Session, fetch) -> Trace:
+  """Runs `fetch` once with a FULL_TRACE `RunMetadata`; reads it."""
   metadata = v1.RunMetadata()
   session.run(fetch, options=v1.RunOptions(
       trace_level=v1.RunOptions.FULL_TRACE), run_metadata=metadata)
-  records = sorted((record.alloc_micros, record.alloc_bytes)
-                   for device in metadata.step_stats.dev_stats
-                   for node in device.node_stats
-                   for memory in node.memory
+  nodes = [node for device in metadata.step_stats.dev_stats
+           for node in device.node_stats]
+  records = sorted((record.alloc_micros, record.alloc_bytes, node.node_name)
+                   for node in nodes for memory in node.memory
                    for record in memory.allocation_records)
   live = peak = 0
-  for _, change in records:
+  peak_index = -1
+  for index, (_, change, _) in enumerate(records):
     live += change
-    peak = max(peak, live)
-  return peak
+    if live > peak:
+      peak, peak_index = live, index
+  at_peak: Dict[str, int] = collections.Counter()
+  for _, change, name in records[:peak_index + 1]:
+    at_peak[name] += change
+  return Trace(len(nodes), peak,
+               {name: held for name, held in at_peak.items() if held > 0})
+
+
+def step_peak_bytes(session: v1.Session, fetch) -> int:
+  """Runs `fetch` once, traced; returns the peak of live bytes it allocated."""
+  return trace_step(session, fetch).peak_bytes
 
 
 @dataclasses.dataclass(frozen=True)

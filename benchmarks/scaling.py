@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import tensorflow as tf  # After the sys.path line above, as all below.
 
+from benchmarks import graph_cost
 from benchmarks import implementations as impls
 from benchmarks import scaling_report
 from benchmarks import shapes
@@ -60,7 +61,7 @@ def _inner(name: str) -> v1.train.Optimizer:
   return v1.train.AdamOptimizer(1e-4)
 
 
-def _wrapped(wrap) -> MakeTrainOp:
+def wrapped(wrap) -> MakeTrainOp:
   return lambda loss, step, inner: wrap(inner).minimize(loss, global_step=step)
 
 
@@ -70,12 +71,12 @@ def _floor(name: str) -> MakeTrainOp:
 
 
 CONTENDERS: Dict[str, tuple] = {
-    "bare": ("bare", _wrapped(lambda opt: opt)),
-    "tf": ("TF built-in, dynamic", _wrapped(impls.BY_NAME["tf_dynamic"].wrap)),
+    "bare": ("bare", wrapped(lambda opt: opt)),
+    "tf": ("TF built-in, dynamic", wrapped(impls.BY_NAME["tf_dynamic"].wrap)),
     "ours": ("ours, contrib dynamic",
-             _wrapped(impls.BY_NAME["ours_contrib"].wrap)),
+             wrapped(impls.BY_NAME["ours_contrib"].wrap)),
     "ours_fixed": ("ours, fixed (skips NaN/Inf steps)",
-                   _wrapped(impls.BY_NAME["ours_fixed"].wrap)),
+                   wrapped(impls.BY_NAME["ours_fixed"].wrap)),
     **{name: (label, _floor(name)) for name, label in impls.FLOORS.items()},
 }
 
@@ -92,26 +93,26 @@ def _rss_mb() -> float:
   return float("nan")
 
 
-def kernels_per_step(session: v1.Session, fetch) -> int:
-  """Runs `fetch` once, traced; returns how many kernels it executed."""
-  metadata = v1.RunMetadata()
-  session.run(fetch, options=v1.RunOptions(
-      trace_level=v1.RunOptions.FULL_TRACE), run_metadata=metadata)
-  return sum(len(device.node_stats)
-             for device in metadata.step_stats.dev_stats)
-
-
 class Built:
-  """One contender's graph and Session, and what building it measured."""
+  """One contender's graph and Session, and what building it measured.
 
-  def __init__(self, size: int, inner: str, make: MakeTrainOp):
+  `model(size)` builds the loss (a chain of `size` layers unless given); the
+  train op runs after the model's `UPDATE_OPS` (batch norm's moving
+  averages), as TF1 training scripts build it. `traces` FULL_TRACE steps
+  give the kernels per step and, as their median, the step memory.
+  """
+
+  def __init__(self, size: int, inner: str, make: MakeTrainOp,
+               model: Callable[[int], tf.Tensor] = shapes.chain,
+               traces: int = 1):
     rss = _rss_mb()
     self.graph = tf.Graph()
     with self.graph.as_default():
-      loss = shapes.chain(size)
+      loss = model(size)
       self.global_step = v1.train.get_or_create_global_step()
       started = time.perf_counter()
-      self.train_op = make(loss, self.global_step, _inner(inner))
+      with tf.control_dependencies(v1.get_collection(v1.GraphKeys.UPDATE_OPS)):
+        self.train_op = make(loss, self.global_step, _inner(inner))
       self.build_s = time.perf_counter() - started
       init = v1.global_variables_initializer()
     graph_def = self.graph.as_graph_def()
@@ -124,8 +125,11 @@ class Built:
     self.session.run(self.train_op)
     self.first_run_s = time.perf_counter() - started
     self.rss_mb = _rss_mb() - rss
-    self.kernels = kernels_per_step(self.session, self.train_op)
-    self.runs = 2
+    traced = [graph_cost.trace_step(self.session, self.train_op)
+              for _ in range(traces)]
+    self.kernels = traced[0].kernels
+    self.trace = sorted(traced, key=lambda t: t.peak_bytes)[traces // 2]
+    self.runs = 1 + traces
 
   def run(self) -> None:
     self.session.run(self.train_op)
@@ -136,29 +140,46 @@ class Built:
 
 
 def measure(size: int, inner: str, seconds: float, names: List[str],
-            min_rounds: int = timing.MIN_ROUNDS) -> scaling_report.Pool:
-  """Builds every contender at `size`, then times them interleaved."""
+            min_rounds: int = timing.MIN_ROUNDS,
+            contenders: Dict[str, tuple] = None,
+            model: Callable[[int], tf.Tensor] = shapes.chain,
+            family: str = "chain", traces: int = 1,
+            references: Dict[str, str] = None) -> scaling_report.Pool:
+  """Builds every contender at `size`, then times them interleaved.
+
+  Args:
+    contenders: Name -> (label, make train op); `CONTENDERS` by default.
+    model, traces: As `Built` takes them; `family` names the model.
+    references: Name -> another contender it is also compared with, in the
+      same rounds (`Row.vs_other`).
+  """
+  contenders = contenders or CONTENDERS
   built = {}
   for name in names:
-    _log(f"N={size} {inner}: building {name}")
-    built[name] = Built(size, inner, CONTENDERS[name][1])
+    _log(f"{family} N={size} {inner}: building {name}")
+    built[name] = Built(size, inner, contenders[name][1], model, traces)
   load_start = os.getloadavg()[0]
-  _log(f"N={size} {inner}: timing {len(built)} steps for {seconds:.0f}s")
+  _log(f"{family} N={size} {inner}: timing {len(built)} steps for "
+       f"{seconds:.0f}s")
   rounds = timing.interleaved({n: b.run for n, b in built.items()}, seconds,
                               min_rounds=min_rounds)
   load_end = os.getloadavg()[0]
   rows = {}
   for name, b in built.items():
+    other = (references or {}).get(name)
     rows[name] = scaling_report.Row(
-        label=CONTENDERS[name][0], kernels=b.kernels, ops=b.ops,
+        label=contenders[name][0], kernels=b.kernels, ops=b.ops,
         graph_mb=b.graph_mb, build_s=b.build_s, first_run_s=b.first_run_s,
         first_run_load=b.load, rss_mb=b.rss_mb,
         step_ms=timing.step_seconds(rounds, name) * 1e3,
         vs_bare=timing.ratio(rounds, name, "bare"),
-        all_applied=b.all_applied())
+        all_applied=b.all_applied(), peak_bytes=b.trace.peak_bytes,
+        at_peak=b.trace.at_peak,
+        vs_other=(timing.ratio(rounds, name, other)
+                  if other in rounds else None))
     b.session.close()
   return scaling_report.Pool(size, inner, rows, len(rounds["bare"]),
-                             load_start, load_end)
+                             load_start, load_end, family)
 
 
 def main(argv=None) -> int:

@@ -13,7 +13,7 @@ import dataclasses
 import datetime
 import os
 import platform
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from benchmarks import timing
 
@@ -42,6 +42,9 @@ class Row:
   step_ms: float
   vs_bare: timing.Ratio
   all_applied: bool
+  peak_bytes: int = 0  # Step memory (`graph_cost.Trace`).
+  at_peak: Optional[Dict[str, int]] = None  # Bytes held at it, by node.
+  vs_other: Optional[timing.Ratio] = None  # ÷ a second reference.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +56,7 @@ class Pool:
   rounds: int
   load_start: float
   load_end: float
+  family: str = "chain"
 
 
 def _table(pools: List[Pool]) -> str:

@@ -1,8 +1,8 @@
 """Sections of BENCHMARKS.md that one runner writes and the others keep.
 
 `overhead.py` rewrites the file's head; `options.py`, `horovod_loopback.py`,
-`bfloat16.py` and `scaling.py` each own a section between their markers,
-which the others carry over as they stand.
+`bfloat16.py`, `floor.py` (two sections) and `scaling.py` each own a
+section between their markers, which the others carry over as they stand.
 """
 
 import os
@@ -13,6 +13,10 @@ HOROVOD_BEGIN = "<!-- horovod: written by benchmarks/horovod_loopback.py -->"
 HOROVOD_END = "<!-- horovod: end -->"
 BFLOAT16_BEGIN = "<!-- bfloat16: written by benchmarks/bfloat16.py -->"
 BFLOAT16_END = "<!-- bfloat16: end -->"
+FLOOR_BEGIN = "<!-- floor: written by benchmarks/floor.py -->"
+FLOOR_END = "<!-- floor: end -->"
+MODELS_BEGIN = "<!-- models: written by benchmarks/floor.py --models -->"
+MODELS_END = "<!-- models: end -->"
 
 
 def _read(path: str) -> str:

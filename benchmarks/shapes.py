@@ -80,9 +80,9 @@ def chain(layers: int, width: int = 32, batch: int = 8) -> tf.Tensor:
   return tf.reduce_mean(tf.square(tf.cast(hidden, F32)))
 
 
-def wide(layers: int) -> tf.Tensor:
-  """`layers` layers of 1024x1024, batch 64."""
-  return _dense_stack([1024] * (layers + 1), batch=64)
+def wide(layers: int, width: int = 1024) -> tf.Tensor:
+  """`layers` layers of width x width (1024 unless given), batch 64."""
+  return _dense_stack([width] * (layers + 1), batch=64)
 
 
 def embedding(tables: int, rows: int = 50_000, dim: int = 64,
@@ -126,3 +126,40 @@ def smoke(shape: Shape) -> Shape:
 # Only for counting ops: the worst case for grouping by shape.
 DISTINCT = Shape("distinct", "layers 16x17, 17x18, ... (no two shapes alike)",
                  distinct_shapes, size=20, other_size=10)
+
+
+# At N variables, the wide and embedding families keep their total size
+# (the N=10 member's) and make each variable smaller: N=1,000 members of
+# 1024x1024 or of 50,000x64 would need tens of GB with Adam's slots.
+WIDE_PARAMETERS = 5 * 1024 * 1024
+EMBEDDING_ROWS = 50_000 * 9
+FAMILY_LABELS = {
+    "many_small": "N/2 layers of 64x64 (kernel, bias), batch 32",
+    "wide": "N/2 layers of width w (kernel, bias), batch 64; w = 1024 at "
+            "N=10, then w^2 N/2 stays about 5.2M",
+    "embedding": "N-1 tables of r x 64 (256 lookups each) and a 64x1 head; "
+                 "r = 50,000 at N=10, then r (N-1) stays 450,000",
+}
+
+
+def wide_width(variables: int) -> int:
+  """The width of the wide family's member with `variables` variables."""
+  layers = max(1, variables // 2)
+  return min(1024, int(np.sqrt(WIDE_PARAMETERS / layers)) // 8 * 8)
+
+
+def with_variables(family: str, variables: int) -> tf.Tensor:
+  """Builds the loss of `family`'s member with `variables` trainable ones.
+
+  Raises:
+    ValueError: For a family not in `FAMILY_LABELS`.
+  """
+  if family == "many_small":
+    return many_small(max(1, variables // 2))
+  if family == "wide":
+    return wide(max(1, variables // 2), wide_width(variables))
+  if family == "embedding":
+    tables = max(1, variables - 1)
+    return embedding(tables, rows=max(1_000, EMBEDDING_ROWS // tables))
+  raise ValueError(f"`family` must be one of {sorted(FAMILY_LABELS)}, got "
+                   f"{family!r}.")

@@ -98,6 +98,22 @@ class SmokeTest(parameterized.TestCase):
                   "bfloat16 model, float32 master weights"):
       self.assertIn(label, text)
 
+  def test_floor_and_models_sections_before_the_scaling_one(self):
+    output = os.path.join(self.create_tempdir().full_path, "BENCHMARKS.md")
+    pathlib.Path(output).write_text(
+        "# Head\n\n<!-- scaling: written by benchmarks/scaling.py -->\n",
+        encoding="utf-8")
+    self._run("floor.py", "--smoke", "--shapes", "many_small", "--sizes", "4",
+              "--inners", "sgd", "--models", "wide_and_deep", "--contenders",
+              "bare,switch,ours_tf2", "--seconds", "0", "--model-seconds", "0",
+              "--output", output)
+    text = pathlib.Path(output).read_text(encoding="utf-8")
+    for heading in ("## The floor: every contender against the cheapest "
+                    "exact skip", "## Realistic models"):
+      self.assertLess(text.index(heading), text.index("<!-- scaling: written"))
+    self.assertIn("| many_small | 4 | sgd | ours, TF2 face, dynamic |", text)
+    self.assertIn("| wide_and_deep | ours, TF2 face, dynamic |", text)
+
   def test_codemod_speed(self):
     self.assertIn("one file", self._run("codemod_speed.py", "--scale", "0.001"))
 

@@ -6,9 +6,12 @@ check that each verdict flips when the numbers cross its line, so no
 conclusion in BENCHMARKS.md can be fixed text.
 """
 
+import dataclasses
+
 from absl.testing import absltest
 from absl.testing import parameterized
 
+from benchmarks import floor_report
 from benchmarks import report
 from benchmarks import scaling_report
 from benchmarks import shapes
@@ -120,6 +123,57 @@ class ScalingTargetsTest(parameterized.TestCase):
     pool = _scaling_pool()
     del pool.rows["floor_barrier"]
     self.assertIn("No verdicts", scaling_report.targets_table([pool]))
+
+
+def _floor_pool(ours: float, tf_dynamic: float, memory: float = 1.0,
+                size: int = 10) -> scaling_report.Pool:
+  def row(vs_bare, vs_floor, peak):
+    return scaling_report.Row(
+        label="", kernels=0, ops=0, graph_mb=0.0, build_s=0.0,
+        first_run_s=0.0, first_run_load=0.0, rss_mb=0.0, step_ms=1.0,
+        vs_bare=_ratio(vs_bare), all_applied=True, peak_bytes=peak,
+        vs_other=_ratio(vs_floor))
+  return scaling_report.Pool(
+      size=size, inner="adam", rounds=10, load_start=0.0, load_end=0.0,
+      family="many_small",
+      rows={"bare": row(1.0, 0.9, 1000), "switch": row(1.1, 1.0, 1100),
+            "tf_dynamic": row(tf_dynamic, tf_dynamic / 1.1, 1200),
+            "ours_contrib": row(ours * 1.1, ours, int(1000 * memory))})
+
+
+class FloorTargetsTest(parameterized.TestCase):
+
+  def _cells(self, **pool):
+    line = floor_report.floor_targets([_floor_pool(**pool)]).splitlines()[2]
+    return [cell.strip() for cell in line.strip("|").split("|")][4:]
+
+  @parameterized.named_parameters(
+      ("met", 1.04, ["+0.040 (<= +0.05): yes", "1.144 / 1.300: yes"]),
+      ("within_noise", 1.056,
+       ["+0.056 (<= +0.05): within noise (95% CI 1.046-1.066)",
+        "1.162 / 1.300: yes"]),
+      ("missed", 1.20, ["+0.200 (<= +0.05): **no**", "1.320 / 1.300: **no**"]),
+  )
+  def test_dynamic_against_the_floor_and_tf(self, ours, expected):
+    self.assertEqual(self._cells(ours=ours, tf_dynamic=1.3), expected)
+
+  @parameterized.named_parameters(("floor", 1.04, "switch"),
+                                  ("ours", 0.95, "ours_contrib"))
+  def test_fastest_exact_skip_is_the_lowest_ratio_to_the_floor(self, ours,
+                                                                expected):
+    pool = _floor_pool(ours, 1.3)
+    for name, row in pool.rows.items():
+      pool.rows[name] = dataclasses.replace(row, label=name)
+    self.assertIn(f"- many_small 10 adam: {expected} (",
+                  floor_report.cheapest_exact([pool]))
+
+  @parameterized.named_parameters(("within", 1.09, "yes"),
+                                  ("above", 1.11, "**no**"))
+  def test_memory_verdict_follows_the_worst_pool(self, memory, expected):
+    text = floor_report.memory_verdicts([_floor_pool(1.0, 1.3),
+                                         _floor_pool(1.0, 1.3, memory, 100)])
+    self.assertIn(f"at most {memory:.2f}× bare; within 1.1× everywhere: "
+                  f"{expected}.", text)
 
 
 if __name__ == "__main__":

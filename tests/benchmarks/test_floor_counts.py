@@ -1,0 +1,120 @@
+"""Kernels and step memory of the floor benchmark's contenders, counted.
+
+The contenders of `benchmarks/floor.py` on `many_small` at two sizes, each
+in a fresh graph and Session. Kernels are the nodes a traced step ran;
+step memory is the peak of live bytes a traced step allocated
+(`benchmarks.graph_cost.trace_step`). No timing is read.
+
+Memory bounds are written from the designs, not copied from a run: let G be
+the bytes of the float32 gradients of one step. An exact skip that
+unscales before its check holds every float32 gradient until the finite
+flag exists, so its peak is at least G. The
+library's unscale today stacks the small gradients of one shape into a new
+tensor while they are still alive: its peak is at least twice the bytes of
+the largest such group (here every kernel's gradient). The chunked
+prototype (`benchmarks.exact_skips`) holds at most one chunk twice; the
+hold16 prototype holds 16-bit gradients only, so less than G. The
+target of issue 38 (ours within 1.10x bare) is not met today on this shape;
+`test_ours_copies_every_stacked_gradient_today` says so in numbers and must
+be changed when the library's unscale stops copying.
+"""
+
+import functools
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import tensorflow as tf
+
+from benchmarks import exact_skips
+from benchmarks import floor
+from benchmarks import scaling
+from benchmarks import shapes
+
+v1 = tf.compat.v1
+# Layers of 64x64 (kernel and bias each): groups of 32 and 64 like
+# gradients, which the prototype cuts into exactly `CHUNKS` stacks.
+SIZES = (64, 128)
+OURS = ("ours_fixed", "ours_contrib", "ours_tf2_fixed", "ours_tf2")
+
+
+@functools.lru_cache(maxsize=None)  # Each graph is built and traced once.
+def _built(name: str, size: int, inner: str = "sgd") -> scaling.Built:
+  built = scaling.Built(size, inner, floor.CONTENDERS[name][1],
+                        lambda n: shapes.with_variables("many_small", n))
+  built.session.close()
+  return built
+
+
+def _gradient_bytes(size: int) -> int:
+  layers = size // 2
+  return 4 * layers * (64 * 64 + 64)
+
+
+class KernelsTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      *[(f"{name}_{inner}", name, inner) for name in OURS + ("chunked",)
+        for inner in ("sgd", "adam")])
+  def test_kernels_added_to_bare_do_not_grow_with_variables(self, name,
+                                                            inner):
+    added = [_built(name, size, inner).kernels -
+             _built("bare", size, inner).kernels for size in SIZES]
+    self.assertEqual(added[0], added[1], f"kernels added at N={SIZES}")
+
+  def test_floor_adds_one_multiply_per_gradient(self):
+    added = [_built("switch", size).kernels - _built("bare", size).kernels
+             for size in SIZES]
+    self.assertEqual(added[1] - added[0], SIZES[1] - SIZES[0])
+
+
+class MemoryTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(("floor", "switch"), ("chunked", "chunked"),
+                                  ("ours_fixed", "ours_fixed"),
+                                  ("ours_tf2", "ours_tf2"))
+  def test_a_skip_unscaling_before_its_check_holds_every_gradient(self,
+                                                                  name):
+    size = SIZES[0]
+    self.assertGreaterEqual(_built(name, size).trace.peak_bytes,
+                            _gradient_bytes(size))
+
+  @parameterized.named_parameters(("contrib_face", "ours_contrib"),
+                                  ("tf2_face", "ours_tf2"))
+  def test_ours_copies_every_stacked_gradient_today(self, name):
+    size = SIZES[0]
+    kernels = 4 * (size // 2) * 64 * 64  # The largest stack: every kernel.
+    self.assertGreaterEqual(_built(name, size).trace.peak_bytes, 2 * kernels)
+
+  def test_hold16_prototype_holds_less_than_the_float32_gradients(self):
+    size = SIZES[0]
+    self.assertLess(_built("hold16", size).trace.peak_bytes,
+                    _gradient_bytes(size))
+
+  def test_chunked_prototype_holds_at_most_one_chunk_twice(self):
+    size = SIZES[0]
+    gradients = _gradient_bytes(size)
+    chunked = _built("chunked", size).trace.peak_bytes
+    ours = _built("ours_contrib", size).trace.peak_bytes
+    # One chunk of kernels and one of biases, rounded up.
+    one_chunk = -(-gradients // exact_skips.CHUNKS)
+    self.assertLess(chunked, ours - gradients + 2 * one_chunk)
+
+
+class ExactTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(("chunked", "chunked"), ("hold16", "hold16"))
+  def test_prototype_applies_the_floors_values_bit_for_bit(self, design):
+    after = []
+    for name in ("switch", design):
+      built = scaling.Built(8, "adam", floor.CONTENDERS[name][1],
+                            lambda n: shapes.with_variables("many_small", n))
+      with built.graph.as_default():
+        variables = v1.trainable_variables()
+      after.append(built.session.run(variables))
+      built.session.close()
+    for floor_value, value in zip(*after):
+      self.assertEqual(floor_value.tobytes(), value.tobytes())
+
+
+if __name__ == "__main__":
+  absltest.main()
