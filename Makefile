@@ -36,6 +36,9 @@ OLDEST := 2.15
 PYTEST_ARGS ?=
 # What the suite runs: `make check TESTS=tests/managers` runs one folder.
 TESTS ?= tests
+# The suite runs in JOBS processes (pytest-xdist); `make check JOBS=0` runs
+# it in this one (as `--pdb` wants).
+JOBS ?= 2
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONDONTWRITEBYTECODE := 1
 
@@ -150,10 +153,12 @@ test-package: $(VENV)/package/.ready
 check: test-$(NEWEST)
 
 # Temporary files (pytest's and absltest's) go to a folder removed after.
+# Tests are handed to the JOBS processes one by one, except a class's, which
+# stay in one process when its setUpClass starts workers (tests/conftest.py).
 test-%: $(VENV)/tf%/.ready
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	    TMPDIR=$$tmp $(VENV)/tf$*/bin/python -m pytest $(TESTS) -q \
-	    -p no:cacheprovider $(PYTEST_ARGS)
+	    -p no:cacheprovider -n $(JOBS) --dist loadgroup $(PYTEST_ARGS)
 
 # Horovod has no wheels: it compiles against the installed TensorFlow (it
 # does not build against TF 2.21), so it gets its own TF 2.15 environment.

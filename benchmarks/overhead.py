@@ -1,7 +1,7 @@
 """Loss-scaling overhead, side by side in one run; writes BENCHMARKS.md.
 
     python benchmarks/overhead.py [--minutes 8] [--output BENCHMARKS.md]
-        [--retired] [--smoke]
+        [--smoke]
 
 For each model shape, bare Adam, TF's built-in wrapper, ours and the two
 floors (`implementations.FLOORS`) are built in their own graphs and Sessions
@@ -13,11 +13,10 @@ dynamic scale's update with and without its mutex (`benchmarks.micro`).
 The report goes to stdout and to the file; the section
 `benchmarks/scaling.py` writes there is kept.
 
-`--retired` also times the designs the library left behind
-(`benchmarks.variants`: other finite checks and gates, rebuilt from public
-parts) and the checks alone; docs/performance-history.md tells what each
-showed when it was retired. `--smoke` builds every shape at a tiny size and
-times one round of each pool, to check that the benchmark runs.
+The designs the library left behind are not built here any more;
+docs/performance-history.md keeps what each showed when it was retired.
+`--smoke` builds every shape at a tiny size and times one round of each
+pool, to check that the benchmark runs.
 """
 
 import argparse
@@ -46,8 +45,10 @@ from benchmarks import targets
 from benchmarks import timing
 
 # Share of the timing budget per part; graph building and counting come on top.
+# They add up to 0.89: a default run takes as long as it did when the other
+# 0.11 timed designs since retired (docs/performance-history.md).
 SHARES = {"many_small": 0.30, "wide": 0.18, "embedding": 0.14, "xla": 0.18,
-          "one_thread": 0.06, "micro": 0.14}
+          "one_thread": 0.06, "micro": 0.03}
 XLA_IMPLEMENTATIONS = ("bare", "tf_dynamic", "ours_contrib", "ours_tf2")
 # Timed again with one inter-op thread, on the first shape: with no second
 # thread to run updates during backprop, holding them back loses no overlap.
@@ -87,8 +88,7 @@ def run_shape(shape: shapes.Shape, seconds: float,
               settings: pools.Settings) -> report.ShapeResult:
   _log(f"{shape.name}: building {shape.label}")
   main = pools.contenders(shape, [i.name for i in impls.IMPLEMENTATIONS])
-  extra = (pools.contenders(shape, list(impls.FLOORS)) +
-           pools.retired_contenders(shape, main, settings))
+  extra = pools.contenders(shape, list(impls.FLOORS))
   _log(f"{shape.name}: timing {len(main) + len(extra)} steps, {seconds:.0f}s")
   pool = pools.time_pool(main + extra, seconds, settings)
   pools.measure_graphs(main)
@@ -154,14 +154,10 @@ def main(argv=None) -> int:
   parser.add_argument("--output", default="BENCHMARKS.md",
                       help="Markdown file to write, relative to the "
                            "repository root")
-  parser.add_argument("--retired", action="store_true",
-                      help="also time the retired designs of "
-                           "benchmarks/variants.py")
   parser.add_argument("--smoke", action="store_true",
                       help="tiny models, one round per pool")
   args = parser.parse_args(argv)
   settings = pools.Settings(
-      retired=args.retired,
       min_rounds=1 if args.smoke else timing.MIN_ROUNDS)
   family = list(shapes.SHAPES.values())
   distinct = shapes.DISTINCT
@@ -180,17 +176,11 @@ def main(argv=None) -> int:
   xla = run_xla(family[:1] if args.smoke else family,
                 seconds * SHARES["xla"] / len(family), settings)
   _log("single parts alone")
-  locks = micro.locked_updates(seconds * SHARES["micro"] * 0.2,
+  locks = micro.locked_updates(seconds * SHARES["micro"],
                                settings.min_rounds)
-  checks = updates = None
-  if args.retired:
-    checks = micro.finite_checks(seconds * SHARES["micro"] * 0.6,
-                                 settings.min_rounds)
-    updates = micro.state_updates(seconds * SHARES["micro"] * 0.2,
-                                  settings.min_rounds)
   machine.finish(time.perf_counter() - started)
   text = targets.render(machine, results, distinct_lines, xla, locks,
-                        one_thread, checks, updates)
+                        one_thread)
   path = os.path.join(os.path.dirname(os.path.dirname(
       os.path.abspath(__file__))), args.output)
   kept = [sections.saved(path, sections.OPTIONS_BEGIN, sections.OPTIONS_END),

@@ -2,7 +2,7 @@
 
 A pool holds contenders, each a real step in its own graph and Session
 (`benchmarks.steps`): implementations of `benchmarks.implementations`, its
-floors, and with `--retired` the designs of `benchmarks.variants`. They are
+floors. They are
 timed in interleaved rounds (`benchmarks.timing`), so every contender sees
 the same machine load; graph size and step memory are read afterwards
 (`benchmarks.graph_cost`).
@@ -21,7 +21,6 @@ from benchmarks import report
 from benchmarks import shapes
 from benchmarks import steps
 from benchmarks import timing
-from benchmarks import variants
 
 # Step memory depends on the order the executor happens to run ops in; the
 # median over a few traced steps is steadier than one.
@@ -31,7 +30,6 @@ TRACED_STEPS = 5
 @dataclasses.dataclass(frozen=True)
 class Settings:
   """What the command line asked for."""
-  retired: bool = False
   min_rounds: int = timing.MIN_ROUNDS
 
 
@@ -73,24 +71,6 @@ def contenders(shape: shapes.Shape, names: Sequence[str],
     out.append(Contender(name, label, steps.build(
         make_loss(shape, shape.size), make, config, scope),
                          counterpart=counterpart))
-  return out
-
-
-def retired_contenders(shape: shapes.Shape, main: List[Contender],
-                       settings: Settings) -> List[Contender]:
-  """The retired designs measured on `shape`, with `--retired` only."""
-  steps_of = {c.name: c.step for c in main}
-  out = []
-  for idea in variants.IDEAS if settings.retired else ():
-    if shape.name not in idea.shapes:
-      continue
-    config = steps.session_config(idea.grappler)
-    if idea.same_graph_as:
-      step = steps_of[idea.same_graph_as].in_new_session(config)
-    else:
-      step = steps.build(make_loss(shape, shape.size), idea.make_train_op,
-                         config, idea.scope)
-    out.append(Contender(idea.name, idea.label, step, idea.reference))
   return out
 
 

@@ -120,21 +120,6 @@ def distinct_table(lines) -> str:
   return table(["implementation", "ops added, built", "ops added, run"], rows)
 
 
-def pool_table(pools: Dict[str, Pool], names: Sequence[str]) -> str:
-  """Ratio to each row's reference, one column per pool that has the row."""
-  columns = [shape for shape in pools
-             if any(name in pools[shape].rows for name in names)]
-  rows = []
-  for name in names:
-    pool_rows = [pools[shape].rows.get(name) for shape in columns]
-    label = next(row.label for row in pool_rows if row is not None)
-    reference = next(row.reference for row in pool_rows if row is not None)
-    rows.append([label, reference] + [
-        ratio_text(row.vs_reference) if row else "not run"
-        for row in pool_rows])
-  return table(["step", "÷ (IQR)"] + list(columns), rows)
-
-
 def method_text(results: List[ShapeResult], timed_pools: int) -> str:
   rounds = ", ".join(f"{r.shape.name} {r.pool.rounds}" for r in results)
   shape_lines = "\n".join(f"  - `{r.shape.name}`: {r.shape.label}, "

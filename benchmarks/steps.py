@@ -32,12 +32,6 @@ class Step:
     self.runs += 1
     return probe(self.session, self.train_op)
 
-  def in_new_session(self, config: v1.ConfigProto) -> "Step":
-    """The same graph in a second Session (own variables), initialized."""
-    session = v1.Session(graph=self.graph, config=config)
-    session.run(self.init_op)
-    return dataclasses.replace(self, session=session, runs=0)
-
   def steps_applied(self) -> int:
     return int(self.session.run(self.global_step))
 
@@ -45,12 +39,9 @@ class Step:
     self.session.close()
 
 
-def session_config(grappler: bool = True) -> v1.ConfigProto:
-  """The default Session config, or one with Grappler switched off."""
-  config = v1.ConfigProto()
-  if not grappler:
-    config.graph_options.rewrite_options.disable_meta_optimizer = True
-  return config
+def session_config() -> v1.ConfigProto:
+  """The default Session config."""
+  return v1.ConfigProto()
 
 
 def build(make_loss: Callable[[], tf.Tensor], make_train_op: Callable,

@@ -10,7 +10,6 @@ from typing import Dict, List, Optional, Tuple
 
 from benchmarks import implementations as impls
 from benchmarks import report
-from benchmarks import retired
 from benchmarks import timing
 
 STEP_LIMITS = {"many_small": 1.05, "wide": 1.03, "embedding": 1.03}
@@ -102,9 +101,8 @@ def locks_text(locks: Dict[str, float]) -> str:
 
 The dynamic scale's update, run alone (one scalar flag, always finite; a
 growth is due once in 2,000 steps), with the state's mutex as the library
-builds it, the same transition without it, and the retired update that ran
-the whole state machine on every step, in interleaved rounds; microseconds
-above a Session run of a no-op:
+builds it and the same transition without it, in interleaved rounds;
+microseconds above a Session run of a no-op:
 
 {report.table(["update of contrib's dynamic scale", "µs per step"], rows)}
 """
@@ -153,10 +151,8 @@ threads above, {why}
 """
 
 
-def render(machine, results, distinct, xla, locks, one_thread, checks=None,
-           updates=None) -> str:
-  """The file; `checks` and `updates` (from `--retired`) add its tables."""
-  pools = {r.shape.name: r.pool for r in results}
+def render(machine, results, distinct, xla, locks, one_thread) -> str:
+  """The file."""
   parts = [
       report.header_text(machine),
       "## Results\n",
@@ -166,11 +162,9 @@ def render(machine, results, distinct, xla, locks, one_thread, checks=None,
       floors_text(results, one_thread),
       "Ops added where no two variables share a shape (the worst case for the "
       "grouped check; counted, not timed):\n", report.distinct_table(distinct),
-      "", locks_text(locks)]
-  if checks is not None:
-    parts.append(retired.text(checks, updates, pools))
-  parts += [report.xla_text(xla), "## Method\n",
-            report.method_text(results, len(results) + len(xla))]
+      "", locks_text(locks),
+      report.xla_text(xla), "## Method\n",
+      report.method_text(results, len(results) + len(xla))]
   return "\n".join(parts)
 
 

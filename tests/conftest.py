@@ -18,8 +18,22 @@ def pytest_configure(config):
   flags.FLAGS.mark_as_parsed()
 
 
+def _shares_class_setup(cls) -> bool:
+  """Whether a test class of this suite builds something in `setUpClass`."""
+  return cls is not None and any(
+      "setUpClass" in vars(base) for base in cls.__mro__
+      if base.__module__.split(".")[0] == "tests")
+
+
 def pytest_collection_modifyitems(config, items):
   import pytest  # pylint: disable=import-outside-toplevel
+  for item in items:
+    # Under pytest-xdist (`make test`: `-n 2 --dist loadgroup`), the tests of
+    # a class that starts a cluster or runs a program once in `setUpClass`
+    # go to one process, so that work is done once, not once per process.
+    if _shares_class_setup(getattr(item, "cls", None)):
+      item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0] +
+                                              "::" + item.cls.__name__))
   if config.getoption("--run-soak"):
     return
   skip = pytest.mark.skip(reason="soak test: run with `make soak`")

@@ -26,7 +26,7 @@ import mp_optimizer
 from mp_optimizer import contrib
 from mp_optimizer import managers
 from mp_optimizer import signals
-from tests import markdown_pages
+from tests.support import markdown_pages
 
 PAGES = markdown_pages.pages()
 PROGRAMS = [(page.name, code, shown) for page in PAGES

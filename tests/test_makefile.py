@@ -31,9 +31,20 @@ class MakefileTest(parameterized.TestCase):
     self.assertLen(lines, 1, lines)
     self.assertRegex(lines[0], r"\.venv/tf2\.21/bin/python -m pytest tests ")
 
+  def test_each_suite_runs_in_two_processes(self):
+    lines = _pytest_lines(_dry_run("test-2.21", "test-2.15"))
+    self.assertLen(lines, 2, lines)
+    for line in lines:
+      self.assertRegex(line, r" -n 2 --dist loadgroup")
+    requirements = [(ROOT / "requirements" / f"tf{v}.txt").read_text()
+                    for v in ("2.21", "2.15")]
+    for text in requirements:
+      self.assertRegex(text, r"(?m)^pytest-xdist==")
+
   @parameterized.named_parameters(
       ("a_folder", ["TESTS=tests/managers"], r"-m pytest tests/managers -q"),
-      ("pytest_flags", ["PYTEST_ARGS=-k amax"], r"-m pytest tests -q .* -k amax"))
+      ("pytest_flags", ["PYTEST_ARGS=-k amax"], r"-m pytest tests -q .* -k amax"),
+      ("one_process", ["JOBS=0"], r"-m pytest tests -q .* -n 0 "))
   def test_check_narrows(self, args, pattern):
     lines = _pytest_lines(_dry_run("check", *args))
     self.assertLen(lines, 1, lines)

@@ -12,7 +12,7 @@ import re
 
 from absl.testing import absltest
 
-from tests import markdown_pages
+from tests.support import markdown_pages
 
 TEXT = markdown_pages.README.read_text(encoding="utf-8")
 LINES = TEXT.splitlines()

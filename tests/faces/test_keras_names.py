@@ -12,8 +12,8 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 import mp_optimizer
-from tests import harness
-from tests import models
+from tests.support import harness
+from tests.support import models
 
 v1 = tf.compat.v1
 SGD = models.OPTIMIZERS["sgd"]

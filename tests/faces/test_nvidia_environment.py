@@ -20,7 +20,7 @@ import tensorflow as tf
 
 import mp_optimizer
 from mp_optimizer import nvidia_environment
-from tests import converted_files
+from tests.support import converted_files
 
 v1 = tf.compat.v1
 RUNNER = (pathlib.Path(__file__).resolve().parents[1] / "migrate" / "fixtures" /

@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 import mp_optimizer
-from tests import converted_files
+from tests.support import converted_files
 
 v1 = tf.compat.v1
 LEGACY = pathlib.Path(__file__).resolve().parent

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import mp_optimizer
 from mp_optimizer import managers
-from tests import mirrored
+from tests.support import mirrored
 
 v1 = tf.compat.v1
 f32 = np.float32

@@ -24,7 +24,7 @@ import tensorflow as tf
 
 import mp_optimizer
 from mp_optimizer import managers
-from tests import models
+from tests.support import models
 
 v1 = tf.compat.v1
 RUNS, PERIOD, START = 500, 7, 2.0**10

@@ -15,7 +15,7 @@ import numpy as np
 
 from mp_optimizer import managers
 from mp_optimizer.managers import exponential
-from tests import harness
+from tests.support import harness
 
 f32 = np.float32
 SETTINGS = hypothesis.settings(max_examples=40, deadline=None,

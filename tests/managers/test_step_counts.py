@@ -13,7 +13,7 @@ import tensorflow as tf
 
 import mp_optimizer
 from mp_optimizer import managers
-from tests import models
+from tests.support import models
 
 v1 = tf.compat.v1
 HUGE = (("2_pow_31", 2**31), ("1e12", 10**12), ("2_pow_32_plus_5", 2**32 + 5),

@@ -18,8 +18,8 @@ import numpy as np
 import tensorflow as tf
 
 import mp_optimizer
-from tests import converted_files
-from tests import harness
+from tests.support import converted_files
+from tests.support import harness
 
 v1 = tf.compat.v1
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"

@@ -16,7 +16,7 @@ import pathlib
 from absl.testing import parameterized
 
 from mp_optimizer import migrate
-from tests import converted_files
+from tests.support import converted_files
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 SCALER = ("from open_seq2seq.optimizers.automatic_loss_scaler import "

@@ -29,7 +29,7 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 from mp_optimizer import migrate
-from tests import harness
+from tests.support import harness
 
 v1 = tf.compat.v1
 f32 = np.float32

@@ -25,8 +25,8 @@ import tensorflow as tf
 
 import mp_optimizer
 from mp_optimizer import contrib
-from tests import harness
-from tests import models
+from tests.support import harness
+from tests.support import models
 from tests.scale_out import test_checkpoint as ckpt
 
 v1 = tf.compat.v1

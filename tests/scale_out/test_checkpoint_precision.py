@@ -18,7 +18,7 @@ import tensorflow as tf
 
 import mp_optimizer
 from mp_optimizer import managers
-from tests import harness
+from tests.support import harness
 from tests.scale_out import test_checkpoint as ckpt
 
 v1 = tf.compat.v1

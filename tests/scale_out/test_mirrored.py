@@ -13,8 +13,8 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 import mp_optimizer
-from tests import mirrored
-from tests import models
+from tests.support import mirrored
+from tests.support import models
 from tests.workers import launch
 from tests.workers import replicated
 

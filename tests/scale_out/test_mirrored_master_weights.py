@@ -1,4 +1,4 @@
-"""float32 master weights on two replicas (tests/mirrored.py's devices).
+"""float32 master weights on two replicas (tests/support/mirrored.py's devices).
 
 Built inside the replica function, as a model_fn builds them, the float16
 casts are made on each replica and the float32 copies train as on one
@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 import mp_optimizer
-from tests import mirrored
+from tests.support import mirrored
 
 v1 = tf.compat.v1
 ROWS = [[0, 2, 2], [1, 2, 5]]  # Rows of the table each replica reads.

@@ -1,6 +1,6 @@
 """MirroredStrategy with clipping, gradient accumulation and injected faults.
 
-Two replicas (tests/mirrored.py). References are single-device runs of
+Two replicas (tests/support/mirrored.py). References are single-device runs of
 TensorFlow's own optimizer on the sum of the replicas' losses (a v1 optimizer
 under a strategy sums the replicas' gradients), clipped with TensorFlow's own
 `tf.clip_by_global_norm` where the run clips.
@@ -12,9 +12,9 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 import mp_optimizer
-from tests import mirrored
-from tests import harness
-from tests import models
+from tests.support import mirrored
+from tests.support import harness
+from tests.support import models
 from tests.workers import replicated
 
 v1 = tf.compat.v1

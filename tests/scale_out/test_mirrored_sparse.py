@@ -2,7 +2,7 @@
 
 An embedding table (its gradient an `IndexedSlices`) feeds a float16 dense
 layer; each replica reads different rows. Every option set trains on two
-replicas (tests/mirrored.py's devices) and, as the reference, on one device
+replicas (tests/support/mirrored.py's devices) and, as the reference, on one device
 on the sum of both replicas' losses (a v1 optimizer under a strategy sums
 the replicas' gradients); the variables must agree on every replica.
 """
@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 import mp_optimizer
-from tests import mirrored
+from tests.support import mirrored
 
 v1 = tf.compat.v1
 ROWS = [[0, 2, 2], [1, 2, 5]]  # Rows each replica reads; row 2 by both.

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 import mp_optimizer
-from tests import models
+from tests.support import models
 
 v1 = tf.compat.v1
 STEPS, WARMUP, LOW, HIGH = 20_000, 2_000, 4.0, 2.0**14

@@ -11,9 +11,9 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 import mp_optimizer
-from tests import harness
-from tests import mirrored
-from tests import models
+from tests.support import harness
+from tests.support import mirrored
+from tests.support import models
 
 v1 = tf.compat.v1
 LIMIT = 0.5

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 import mp_optimizer
-from tests import harness
+from tests.support import harness
 
 v1 = tf.compat.v1
 BF16, F32 = tf.bfloat16, tf.float32

@@ -5,7 +5,7 @@ Run with `pytest -s` to see the summary lines.
 
 from absl.testing import parameterized
 
-from tests import fault_injection
+from tests.support import fault_injection
 
 STEPS = 2000
 

@@ -15,8 +15,8 @@ import tensorflow as tf
 
 import mp_optimizer
 from mp_optimizer import managers
-from tests import control_flow
-from tests import models
+from tests.support import control_flow
+from tests.support import models
 
 v1 = tf.compat.v1
 NEVER_DIVIDED = r"never divided by the loss scale.*S times too large"

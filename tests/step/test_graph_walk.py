@@ -13,7 +13,7 @@ from absl.testing import parameterized
 import tensorflow as tf
 
 from mp_optimizer._internal import graph_walk
-from tests import control_flow
+from tests.support import control_flow
 
 v1 = tf.compat.v1
 

@@ -16,7 +16,7 @@ import tensorflow as tf
 from mp_optimizer import managers
 import mp_optimizer
 from mp_optimizer.overflow import OverflowReport
-from tests import mirrored
+from tests.support import mirrored
 
 v1 = tf.compat.v1
 F16, F32 = tf.float16, tf.float32

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import mp_optimizer
 from mp_optimizer import managers
-from tests import models
+from tests.support import models
 
 v1 = tf.compat.v1
 

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 import mp_optimizer
-from tests import models
+from tests.support import models
 
 v1 = tf.compat.v1
 POISONED = (2, 3, 7)  # Steps (0-based) fed an Inf loss.

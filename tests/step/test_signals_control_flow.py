@@ -13,8 +13,8 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 import mp_optimizer
-from tests import control_flow
-from tests import models
+from tests.support import control_flow
+from tests.support import models
 
 v1 = tf.compat.v1
 SHRUNK = float(np.float32(1024) * np.float32(0.8))

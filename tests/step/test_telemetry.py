@@ -17,8 +17,8 @@ import tensorflow as tf
 
 import mp_optimizer
 from mp_optimizer import managers
-from tests import control_flow
-from tests import mirrored
+from tests.support import control_flow
+from tests.support import mirrored
 from tests.workers import replicated
 
 v1 = tf.compat.v1

@@ -12,9 +12,9 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 import mp_optimizer
-from tests import control_flow
-from tests import mirrored
-from tests import models
+from tests.support import control_flow
+from tests.support import mirrored
+from tests.support import models
 from tests.workers import replicated
 
 v1 = tf.compat.v1

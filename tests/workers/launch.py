@@ -8,6 +8,7 @@ call returns, so no worker outlives its test.
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import os
 import pathlib
@@ -46,13 +47,51 @@ def scratch_dir(add_cleanup: Callable) -> str:
   return path
 
 
+# The ports `free_ports` hands out: a block of its own for each pytest-xdist
+# worker (PYTEST_XDIST_WORKER is gw0, gw1, ...), below Linux's ephemeral
+# range (32768-60999), where binding port 0 never lands. A port that was free
+# when it was checked is only released to a child that binds it later: two
+# workers asking the kernel for port 0 could both be told the same one in
+# that gap, two workers drawing from their own blocks cannot.
+PORT_BLOCK = 1000
+FIRST_PORT = 20000
+_next_in_block = itertools.count()
+
+
+def _worker_index() -> int:
+  worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+  return int(worker[2:]) if worker[2:].isdigit() else 0
+
+
+def _is_free(port: int) -> bool:
+  with socket.socket() as sock:
+    try:
+      sock.bind((LOOPBACK, port))
+    except OSError:
+      return False
+  return True
+
+
 def free_ports(count: int) -> List[int]:
-  """Returns `count` distinct TCP ports that were free on 127.0.0.1 just now."""
-  with contextlib.ExitStack() as stack:
-    sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
-    for sock in sockets:
-      sock.bind((LOOPBACK, 0))
-    return [sock.getsockname()[1] for sock in sockets]
+  """Returns `count` distinct TCP ports on 127.0.0.1, free when checked.
+
+  Each comes from this test process's own block (see `PORT_BLOCK`), in
+  turn, so no other worker of the same run is handed it, and this process
+  not again before the block wraps around.
+
+  Raises:
+    RuntimeError: the block holds fewer than `count` free ports.
+  """
+  first = FIRST_PORT + _worker_index() * PORT_BLOCK
+  ports = []
+  for _ in range(PORT_BLOCK):
+    port = first + next(_next_in_block) % PORT_BLOCK
+    if port not in ports and _is_free(port):
+      ports.append(port)
+      if len(ports) == count:
+        return ports
+  raise RuntimeError(f"fewer than {count} free ports in {first}-"
+                     f"{first + PORT_BLOCK - 1} on {LOOPBACK}")
 
 
 def tf_config(ports: Sequence[int], index: int) -> str:

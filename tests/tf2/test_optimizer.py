@@ -1,7 +1,7 @@
 """TF2's door: `MixedPrecisionLossScaleOptimizer` and the rewrite switch.
 
 Bit parity with TF's built-in over whole training runs is in
-`test_tf2_parity.py`; the float16 rewrite itself in `test_graph_rewrite.py`.
+`test_parity.py`; the float16 rewrite itself in `test_graph_rewrite.py`.
 """
 
 from absl.testing import parameterized
@@ -10,8 +10,8 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 import mp_optimizer
-from tests import harness
-from tests import models
+from tests.support import harness
+from tests.support import models
 
 v1 = tf.compat.v1
 tf_mp = tf.compat.v1.mixed_precision

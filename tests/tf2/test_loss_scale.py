@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 from mp_optimizer.managers import exponential
-from tests import harness
+from tests.support import harness
 
 v1 = tf.compat.v1
 tf_mp = tf.compat.v1.mixed_precision

@@ -2,7 +2,7 @@
 
 Each test runs TensorFlow's `tf.compat.v1.mixed_precision` object and ours on
 the same input and pins both behaviours, so the documented list of differences
-stays true. (The fixed-scale skip is in `test_tf2.py`.)
+stays true. (The fixed-scale skip is in `test_optimizer.py`.)
 """
 
 from absl.testing import parameterized
@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 import mp_optimizer
-from tests import harness
+from tests.support import harness
 
 v1 = tf.compat.v1
 tf_mp = tf.compat.v1.mixed_precision

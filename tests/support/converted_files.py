@@ -18,7 +18,7 @@ from typing import Iterable, Tuple
 
 from absl.testing import parameterized
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def run(argv, timeout: float = 900) -> Tuple[int, str, str]:

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 import mp_optimizer
-from tests import models
+from tests.support import models
 
 v1 = tf.compat.v1
 POISONS = (np.nan, np.inf, -np.inf)

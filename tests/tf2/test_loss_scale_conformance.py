@@ -15,9 +15,9 @@ import tensorflow as tf
 
 from mp_optimizer import managers
 import mp_optimizer
-from tests import control_flow
+from tests.support import control_flow
 
-from tests import harness
+from tests.support import harness
 
 v1 = tf.compat.v1
 tf_mp = v1.mixed_precision
