@@ -18,20 +18,17 @@ are stacked, the stack is multiplied by 1/S once, and each variable gets its
 slice back (`tf.unstack`, whose slices share the product's buffer). A model
 of a few thousand small variables then runs a few kernels for the unscale,
 not one per variable, and the finite check reads the stacks whole
-(`managers.all_finite` finds them in the record). A stack is a copy: while
-it is made, its gradients exist twice. So a group is cut into
-`STACK_CHUNKS` stacks of consecutive gradients (variables made one after
-the other, whose gradients backprop makes one after the other): each stack
-is made as soon as its own gradients exist, its inputs are freed, and at
-most a quarter of the group is ever held twice (one stack for the whole
-group held all of it twice: step memory 2x the gradients, now 1.25x). The
-kernels stay a constant: at most four stacks a group, whatever its size.
-A stack waits for every gradient of its part, which a step that may be
-skipped does anyway (its updates wait for the check); a step that applies
-every step unscales each gradient on its own, so that each update can
-start as soon as its gradient exists. Gradients above `managers.finite.GROUP_MAX_ELEMENTS`
-entries, or of unknown shape (most sparse gradients), are multiplied one by
-one: stacking them would cost a copy and save no kernel worth it.
+(`managers.all_finite` finds them in the record). A stack is a copy, so a
+group is cut into `STACK_CHUNKS` stacks of consecutive gradients (which
+backprop makes together in a stack of layers): each is made once its own
+gradients exist, and a step holds a quarter of them twice, not all (step
+memory 1.25x the gradients instead of 2x), for a constant number of
+kernels. Only a step that may be skipped stacks (its updates wait for the
+check anyway); one that applies every step unscales each gradient on its
+own, so that each update can start as soon as its gradient exists.
+Gradients above `managers.finite.GROUP_MAX_ELEMENTS` entries, or of unknown
+shape (most sparse gradients), are multiplied one by one: stacking them
+would cost a copy and save no kernel worth it.
 """
 
 import contextlib
