@@ -16,11 +16,16 @@ import tensorflow as tf
 
 from benchmarks import graph_cost
 from benchmarks import scaling
+from benchmarks import shapes
+
+v1 = tf.compat.v1
 
 # float32 gradients, one 32x32 matrix per layer.
 GRADIENT_BYTES = 32 * 32 * 4
 # Every gradient once, a quarter twice, and a little for the check's sums.
 LIMIT = 1.3
+INNER = {"sgd": lambda: v1.train.GradientDescentOptimizer(1e-4),
+         "adam": lambda: v1.train.AdamOptimizer(1e-4)}
 
 
 class StepMemoryTest(parameterized.TestCase):
@@ -32,9 +37,21 @@ class StepMemoryTest(parameterized.TestCase):
       ("sgd_100_fixed", "sgd", 100, "ours_fixed"))
   def test_peak_holds_the_gradients_at_most_one_and_a_quarter_times(
       self, inner, size, name):
-    built = scaling.Built(size, inner, scaling.CONTENDERS[name][1])
-    with built.session:
-      peak = graph_cost.step_peak_bytes(built.session, built.train_op)
+    graph = tf.Graph()
+    with graph.as_default():
+      train_op = scaling.CONTENDERS[name][1](
+          shapes.chain(size), v1.train.get_or_create_global_step(),
+          INNER[inner]())
+      init = v1.global_variables_initializer()
+    # One thread: the executor runs ops in one order, so the peak is the
+    # same at every run (with two, a busy machine can delay a stack).
+    config = v1.ConfigProto(inter_op_parallelism_threads=1,
+                            intra_op_parallelism_threads=1,
+                            use_per_session_threads=True)
+    with v1.Session(graph=graph, config=config) as session:
+      session.run(init)
+      session.run(train_op)  # The first step also sets things up.
+      peak = graph_cost.step_peak_bytes(session, train_op)
     gradients = size * GRADIENT_BYTES
     self.assertGreaterEqual(peak, gradients)  # The barrier holds them all.
     self.assertLessEqual(peak, LIMIT * gradients,
