@@ -21,9 +21,9 @@ not one per variable, and the finite check reads the stacks whole
 (`managers.all_finite` finds them in the record). A stack is a copy, so a
 group is cut into `STACK_CHUNKS` stacks of consecutive gradients (which
 backprop makes together in a stack of layers): each is made once its own
-gradients exist, and a step holds a quarter of them twice, not all (step
-memory 1.25x the gradients instead of 2x), for a constant number of
-kernels. Only a step that may be skipped stacks (its updates wait for the
+gradients exist, and a step holds about a quarter of them twice, not all
+(step memory 1.25x the gradients instead of 2x on a chain of layers run by
+one thread), for a constant number of kernels. Only a step that may be skipped stacks (its updates wait for the
 check anyway); one that applies every step unscales each gradient on its
 own, so that each update can start as soon as its gradient exists.
 Gradients above `managers.finite.GROUP_MAX_ELEMENTS` entries, or of unknown
