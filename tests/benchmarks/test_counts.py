@@ -14,14 +14,18 @@ from benchmarks import scaling
 v1 = tf.compat.v1
 # Any count that grows with N differs between 10, 100 and 300 variables.
 SIZES = (10, 100, 300)
-# Kernels a fixed scale (check and gate, no scale update) may add to bare.
+# Kernels a fixed scale (check and gate, no scale update) may add to bare:
+# among them the unscale's four stacks of the chain's gradients (Pack, Mul,
+# Unpack and the check's Sum each; four stacks rather than one hold a
+# quarter of the gradients twice instead of all, tests/benchmarks/
+# test_memory.py).
 FIXED_LIMIT = 30
 # Kernels the dynamic scale may add on a finite step with no growth due:
 # the fixed scale's, the mutex and the state's variable handles, the
 # scale's read, reciprocal and range check, the start of backprop (not
 # constant-folded once the scale is a variable), and the locked
 # `good_steps += 1` (the rest of the state machine does not run).
-DYNAMIC_LIMIT = 45
+DYNAMIC_LIMIT = 58
 
 
 def _counts(size: int, inner: str, name: str):

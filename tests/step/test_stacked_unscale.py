@@ -1,8 +1,8 @@
 """Small gradients are unscaled together, to the same bits as one by one.
 
-`scaling.unscale` stacks small gradients of one shape, multiplies the stack
-by 1/S and hands each variable its slice; the finite check then reads the
-stack whole. These tests compare the stacked unscale with the per-gradient
+`scaling.unscale` stacks small gradients of one shape (in up to four
+stacks of consecutive gradients), multiplies each stack by 1/S and hands
+each variable its slice; the finite check then reads the stacks whole. These tests compare the stacked unscale with the per-gradient
 one bit for bit (float32, float16, float64, scalars, sparse values, values
 near the ends of float32's range), count the ops, and poison every slice.
 """
@@ -92,17 +92,19 @@ class StackedUnscaleTest(parameterized.TestCase):
       self.assertEqual(a.dtype, b.dtype)
       np.testing.assert_array_equal(_bits(a), _bits(b), f"gradient {index}")
 
-  def test_one_stack_per_group_of_small_gradients(self):
+  def test_stacks_of_small_gradients_two_or_more_each(self):
     with tf.Graph().as_default() as graph:
       _, grads = _sources(np.random.RandomState(0))
       start = len(graph.get_operations())
       result = scaling.unscale(grads, tf.constant(2.0**12))
       made = graph.get_operations()[start:]
     packs = [op for op in made if op.type == "Pack"]
-    # (32, 32), (7,), (), (4, 4) float16, (3, 2) float64; the sparse values of
-    # known shape join no other group.
-    self.assertLen(packs, 5)
-    self.assertLen([op for op in made if op.type == "Unpack"], 5)
+    # (32, 32) x5 in stacks of 2 and 3, (7,) x3 in one, () x4 in two of 2,
+    # (4, 4) float16 x3 and (3, 2) float64 x2 in one each; the sparse values
+    # of known shape join no other group.
+    self.assertEqual(sorted(len(op.inputs) for op in packs),
+                     [2, 2, 2, 2, 3, 3, 3])
+    self.assertLen([op for op in made if op.type == "Unpack"], 7)
     big = [g for g in result if g is not None and not isinstance(
         g, tf.IndexedSlices) and g.shape == (BIG, BIG)]
     self.assertLen(big, 2)
@@ -114,7 +116,7 @@ class StackedUnscaleTest(parameterized.TestCase):
   def test_the_optimizer_stacks_only_when_the_step_can_be_skipped(self):
     for skips, packs in ((True, 1), (False, 0)):
       with tf.Graph().as_default() as graph:
-        variables = [v1.get_variable(f"v{i}", [8, 8]) for i in range(6)]
+        variables = [v1.get_variable(f"v{i}", [8, 8]) for i in range(3)]
         loss = tf.add_n([tf.reduce_sum(v * v) for v in variables])
         opt = mp_optimizer.LossScaleOptimizer(
             v1.train.GradientDescentOptimizer(0.1),
@@ -123,6 +125,27 @@ class StackedUnscaleTest(parameterized.TestCase):
         opt.compute_gradients(loss)
         self.assertLen([op for op in graph.get_operations()
                         if op.type == "Pack"], packs)
+
+
+  @parameterized.named_parameters(("forty", 40, [10, 10, 10, 10]),
+                                  ("nine", 9, [2, 2, 2, 3]),
+                                  ("five", 5, [2, 3]),
+                                  ("two", 2, [2]))
+  def test_a_group_is_cut_into_at_most_four_runs_of_consecutive_gradients(
+      self, count, sizes):
+    with tf.Graph().as_default():
+      grads = [v1.placeholder(tf.float32, [4]) for _ in range(count)]
+      result = scaling.unscale(grads, tf.constant(2.0**12))
+    packs = {}  # Each Pack -> the indices of the gradients it stacked.
+    for index, grad in enumerate(result):
+      self.assertEqual(grad.op.type, "Unpack")
+      pack = grad.op.inputs[0].op.inputs[0].op  # Unpack <- Mul <- Pack.
+      self.assertIs(pack.inputs[grad.value_index], grads[index])
+      packs.setdefault(pack.name, []).append(index)
+    runs = sorted(packs.values())
+    self.assertEqual([len(run) for run in runs], sizes)
+    self.assertEqual([index for run in runs for index in run],
+                     list(range(count)))
 
 
 class StackedCheckTest(parameterized.TestCase):
@@ -143,7 +166,9 @@ class StackedCheckTest(parameterized.TestCase):
     return graph, source, flag, made
 
   @parameterized.named_parameters(
-      ("of_the_unscale_s_stack_as_one_sum", True, ["Sum"]),
+      # Six slices: three stacks of two, one sum each, added.
+      ("of_the_unscale_s_stacks_one_sum_each", True,
+       ["Sum", "Sum", "Sum", "AddN"]),
       ("of_an_unstack_of_its_own_slice_by_slice", False, ["AddN", "Sum"]))
   def test_all_slices_checked(self, unscaled, reductions):
     graph, source, flag, made = self._check(6, 6, unscaled)
