@@ -19,12 +19,12 @@ installed as `mp_optimizer.managers`: import it as
 
 from mp_optimizer.managers.amax import AmaxHistoryLossScaleManager
 from mp_optimizer.managers.base import LossScaleManager
+from mp_optimizer.managers.dynamic_loss_scale import DynamicLossScale
 from mp_optimizer.managers.exponential import ExponentialUpdateLossScaleManager
 from mp_optimizer.managers.finite import all_finite
 from mp_optimizer.managers.finite import all_finite_in_sync
 from mp_optimizer.managers.fixed import FixedLossScaleManager
-from mp_optimizer.managers.loss_scale import DynamicLossScale
-from mp_optimizer.managers.loss_scale import FixedLossScale
+from mp_optimizer.managers.fixed_loss_scale import FixedLossScale
 from mp_optimizer.managers.loss_scale import LossScale
 from mp_optimizer.managers.unscaled import NoLossScale
 from mp_optimizer.managers.conversion import get

@@ -1,46 +1,11 @@
 """`AmaxHistoryLossScaleManager`: a scale set from the gradients' magnitude.
 
-The dynamic managers find the largest safe scale by trial: they grow it
-until a step overflows, skip that step and back off. This one avoids most of
-those overflows: it keeps a short history of the largest gradient magnitude
-of each finite step (amax: unscaled, before any clip, read in the graph),
-and sets the scale so that the largest recent gradient, scaled, stays
-`margin` powers of two below float16's largest value. Should a step still
-overflow (an intermediate backward tensor can be larger than any final
-gradient), it backs off: the scale halves at once, and one more power of two
-of margin stays until `relax_after` finite steps in a row have passed.
-
-```
-on a finite step with amax a:
-    if a > 0: history = [a] + history[:history_length - 1]; steps += 1
-    if extra > 0 and clean >= relax_after - 1: extra -= 1; clean = 0
-    else: clean += 1
-    peak = max(history)
-    if peak > 0:
-        power = clip(exponent(65504 / peak) - margin - extra, -126, 126)
-        scale = clip(2 ** power, min_loss_scale, max_loss_scale)
-on a non-finite step:
-    extra += 1; clean = 0
-    scale = max(min_loss_scale, scale / 2)
-```
-(`clean` and `extra` stop at int64's largest value instead of wrapping.)
-
-`exponent(q)` is q's binary exponent, floor(log2(q)), read off its float32
-bits, so the rule is exact. The history holds the newest amax first. A step
-whose gradients are all zero (amax 0) measures nothing, so it leaves the
-history as it was: zeros must not push a large amax out and let the scale
-jump past what the next real gradients can take. The rule never chooses more
-than 2**126, the largest scale whose reciprocal is a normal float32 (at
-2**127 every step would count as an overflow), nor less than 2**-126. A
-history restored from a checkpoint written with another `history_length` is
-adapted at the next step: its newest entries are kept, up to the new length,
-and missing ones count as no measurement. The optimizer hands the manager
-each step's amax (`needs_gradient_amax`); under `tf.distribute` it is the
-largest over all replicas. State (checkpointed, GLOBAL): `loss_scale`,
-`amax_history`, `amax_steps`, `extra_margin`, `clean_steps`. OpenSeq2Seq's
-`AutomaticLossScaler(algorithm="LogMax")` also sets the scale from the
-gradients' magnitude, from running statistics of log2(amax) rather than
-their recent maximum.
+The manager validates its arguments into `amax_rule.AmaxSettings`, keeps the
+rule's state per graph and moves it one step under the state's mutex; the
+rule itself (what the next scale is, as pseudocode and as graph ops) is
+`managers.amax_rule`. `gradient_amax` measures what the rule reads: the
+step's largest gradient magnitude, which the optimizer passes to
+`update_loss_scale`.
 """
 
 import dataclasses
@@ -51,19 +16,8 @@ import tensorflow as tf
 from mp_optimizer._internal import per_graph
 from mp_optimizer._internal import tensors
 from mp_optimizer._internal import validation
+from mp_optimizer.managers import amax_rule
 from mp_optimizer.managers import base
-
-FLOAT16_MAX = 65504.0
-# The powers of two the rule may choose: 1/S stays a normal float32.
-SMALLEST_POWER, LARGEST_POWER = -126, 126
-_NAMES = ("loss_scale", "amax_history", "amax_steps", "extra_margin",
-          "clean_steps")
-
-
-def _exponent(x: tf.Tensor) -> tf.Tensor:
-  """floor(log2(x)) of a positive normal float32, exactly, as int64."""
-  bits = tf.bitcast(x, tf.int32)
-  return tf.cast(tf.bitwise.right_shift(bits, 23) & 0xFF, tf.int64) - 127
 
 
 def gradient_amax(grads) -> tf.Tensor:
@@ -87,28 +41,13 @@ def gradient_amax(grads) -> tf.Tensor:
   return tf.reduce_max(tf.stack(maxima), name="gradient_amax")
 
 
-@dataclasses.dataclass(frozen=True)
-class AmaxSettings:
-  """`AmaxHistoryLossScaleManager`'s settings and their defaults.
-
-  One field per constructor argument, same name, same default (the
-  arguments are described in the class docstring).
-  """
-  init_loss_scale: float = 2.0**15
-  history_length: int = 16
-  margin: int = 1
-  relax_after: int = 1000
-  min_loss_scale: float = 1.0
-  max_loss_scale: float = 2.0**24
-
-
-_AMAX = AmaxSettings  # Its class attributes are the defaults.
+_AMAX = amax_rule.AmaxSettings  # Its class attributes are the defaults.
 
 
 class AmaxHistoryLossScaleManager(base.LossScaleManager):
   """Sets the scale from a history of the gradients' largest magnitude.
 
-  See the module docstring for the rule. The dynamic managers grow the scale
+  See `managers.amax_rule` for the rule. The dynamic managers grow the scale
   until an overflow tells them to stop, and skip that step; this one reads
   the gradients' size instead, so it skips far fewer steps.
 
@@ -160,18 +99,13 @@ class AmaxHistoryLossScaleManager(base.LossScaleManager):
           f"`history_length` must be <= {self.MAX_HISTORY_LENGTH} (the "
           "history is a float32 vector read and written whole on every "
           f"step), got {length}.")
-    self._settings = AmaxSettings(
+    self._settings = amax_rule.AmaxSettings(
         init, length,
         validation.check_positive_int("margin", margin, minimum=0),
         validation.check_step_count("relax_after", relax_after),
         min_loss_scale=low, max_loss_scale=high)
-    specs = [per_graph.VariableSpec("loss_scale", tf.float32, init),
-             per_graph.VariableSpec("amax_history", tf.float32,
-                                    [0.0] * length, any_length=True),
-             per_graph.VariableSpec("amax_steps", tf.int64, 0),
-             per_graph.VariableSpec("extra_margin", tf.int64, 0),
-             per_graph.VariableSpec("clean_steps", tf.int64, 0)]
-    self._state = per_graph.PerGraphVariables(self, specs)
+    self._state = per_graph.PerGraphVariables(
+        self, amax_rule.state_specs(self._settings))
     self._state.create_if_graph()
 
   init_loss_scale = base.setting("init_loss_scale")
@@ -220,50 +154,14 @@ class AmaxHistoryLossScaleManager(base.LossScaleManager):
     amax = tf.cast(gradient_amax, tf.float32)
 
     def locked():
-      new = self._next(finite_grads, amax,
-                       {name: state[name].read_value() for name in _NAMES})
+      new = amax_rule.next_state(
+          self._settings, finite_grads, amax,
+          {name: state[name].read_value() for name in amax_rule.STATE_NAMES})
       return [state[name].assign(new[name], read_value=False)
-              for name in _NAMES]
+              for name in amax_rule.STATE_NAMES]
 
     with tf.name_scope("loss_scale_update"):
       return self._state.mutex(api).run(locked, after=[finite_grads, amax])
-
-  def _next(self, finite: tf.Tensor, amax: tf.Tensor, old: dict) -> dict:
-    """The transition of the module docstring, on the values read in `old`."""
-    settings = self._settings
-    length = settings.history_length
-    low, high = settings.min_loss_scale, settings.max_loss_scale
-    measured = tf.logical_and(finite, amax > 0)
-    # [a, history..., zeros]: its first `length` entries are the history with
-    # a recorded, the next `length` the history kept. A restored history of
-    # another length (see the module docstring) comes out `length` long too.
-    padded = tf.concat([tf.reshape(amax, [1]), old["amax_history"],
-                        tf.zeros([length])], axis=0)
-    history = tf.where(measured, padded[:length], padded[1:length + 1])
-    # `clean >= relax_after - 1`, and counters that stop at their largest
-    # value: a restored counter at int64's largest value must not wrap.
-    relax = tf.logical_and(old["extra_margin"] > 0,
-                           old["clean_steps"] >= settings.relax_after - 1)
-    extra = tf.where(finite, old["extra_margin"] - tf.cast(relax, tf.int64),
-                     tensors.saturating_increment(old["extra_margin"]))
-    clean = tf.where(tf.logical_and(finite, tf.logical_not(relax)),
-                     tensors.saturating_increment(old["clean_steps"]),
-                     tf.constant(0, tf.int64))
-    peak = tf.reduce_max(history)
-    quotient = tf.minimum(FLOAT16_MAX / tf.maximum(peak, 2.0**-126),
-                          tf.float32.max)
-    # exponent(q) is at most 127, so a margin of 512 already gives the
-    # smallest power; capping both terms keeps the int64 sum from wrapping.
-    power = (_exponent(quotient) - min(settings.margin, 512) -
-             tf.minimum(extra, 512))
-    target = tf.pow(2.0, tf.cast(tf.clip_by_value(
-        power, SMALLEST_POWER, LARGEST_POWER), tf.float32))
-    target = tf.clip_by_value(target, low, high)
-    scale = tf.where(finite, tf.where(peak > 0, target, old["loss_scale"]),
-                     tf.maximum(old["loss_scale"] * 0.5, low))
-    return {"loss_scale": scale, "amax_history": history,
-            "amax_steps": old["amax_steps"] + tf.cast(measured, tf.int64),
-            "extra_margin": extra, "clean_steps": clean}
 
   def __repr__(self) -> str:
     return base.call_repr("AmaxHistoryLossScaleManager",

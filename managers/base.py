@@ -3,7 +3,7 @@
 How a manager states its configuration (follow it in a new manager):
 
 1. Its settings are one frozen dataclass (`fixed.FixedSettings`,
-   `amax.AmaxSettings`; the dynamic scale's two faces have theirs beside
+   `amax_rule.AmaxSettings`; the dynamic scale's two faces have theirs beside
    the object they share: `dynamic_scale.ExponentialSettings` and
    `dynamic_scale.DynamicLossScaleSettings`), one field per constructor
    argument, under the argument's name, with its default. That dataclass
@@ -22,7 +22,8 @@ How a manager states its configuration (follow it in a new manager):
    apart from "passed, equal to the default": both names passed is an
    error even then. `value_or_default` turns the marker into the
    dataclass's default.
-5. A TF2 face (`managers.loss_scale`) has one base class, `LossScale`. It
+5. A TF2 face (`managers.fixed_loss_scale`, `managers.dynamic_loss_scale`)
+   has one base class, `LossScale` (`managers.loss_scale`). It
    holds the policy it shares with a contrib manager as an object
    (`fixed.FixedScale`, `dynamic_scale.StateMachine`) built from its settings,
    never through a second base class, and is registered as a virtual

@@ -12,8 +12,8 @@ import tensorflow as tf
 from mp_optimizer._internal import per_graph
 from mp_optimizer._internal import validation
 from mp_optimizer.managers import base
-from mp_optimizer.managers.loss_scale import DynamicLossScale
-from mp_optimizer.managers.loss_scale import FixedLossScale
+from mp_optimizer.managers.dynamic_loss_scale import DynamicLossScale
+from mp_optimizer.managers.fixed_loss_scale import FixedLossScale
 
 
 _ACCEPTED = ("'dynamic', a Python int or float >= 1, a managers.LossScale or "

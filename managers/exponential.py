@@ -2,8 +2,8 @@
 
 It validates its arguments into `dynamic_scale.ExponentialSettings` and
 holds the one dynamic scale, a `dynamic_scale.StateMachine` (TF2's
-`DynamicLossScale` in `managers.loss_scale` holds another, with TF's face
-and settings).
+`DynamicLossScale` in `managers.dynamic_loss_scale` holds another, with
+TF's face and settings).
 """
 
 from typing import List, Optional

@@ -37,6 +37,8 @@ from mp_optimizer._internal import tensors
 OPTION = "auto_mixed_precision_onednn_bfloat16"
 # The flags of /proc/cpuinfo that oneDNN's bfloat16 kernels need (one of).
 CPU_FLAGS = frozenset(("avx512_bf16", "amx_bf16"))
+# Where Linux lists them; `enable_bfloat16_graph_rewrite` reads it.
+CPUINFO = "/proc/cpuinfo"
 
 
 def bfloat16_cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> Optional[FrozenSet[str]]:
@@ -49,11 +51,45 @@ def bfloat16_cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> Optional[FrozenSet[str
     A frozenset (empty when the CPU has neither), or None where the file
     does not exist (not Linux): then nothing is known.
   """
-  if not os.path.exists(cpuinfo):
+  text = _read(cpuinfo)
+  return None if text is None else _bfloat16_flags_in(text)
+
+
+def warn_unless_bfloat16_cpu(cpuinfo_text: str, source: str) -> None:
+  """Warns that TensorFlow skips the rewrite when no `CPU_FLAGS` are listed.
+
+  `enable_bfloat16_graph_rewrite` calls it with the text of
+  `/proc/cpuinfo`; any text of that shape (a `flags : ...` line per
+  processor) can be checked the same way.
+
+  Args:
+    cpuinfo_text: The text of a `/proc/cpuinfo`.
+    source: Where the text was read, named in the warning.
+  """
+  if _bfloat16_flags_in(cpuinfo_text):
+    return
+  warnings.warn(
+      "This CPU has neither AVX512-BF16 nor AMX (no avx512_bf16 or "
+      f"amx_bf16 in {source}): TensorFlow skips the bfloat16 rewrite here "
+      "and the model computes in float32.", UserWarning,
+      stacklevel=tensors.user_stacklevel())
+
+
+def _read(path: str) -> Optional[str]:
+  """The text of the file at `path`, or None where it does not exist."""
+  if not os.path.exists(path):
     return None
-  with open(cpuinfo) as lines:
-    flags = {flag for line in lines if line.startswith("flags")
-             for flag in line.split(":", 1)[1].split()}
+  with open(path) as lines:
+    return lines.read()
+
+
+def _bfloat16_flags_in(cpuinfo_text: str) -> FrozenSet[str]:
+  """The `CPU_FLAGS` named on the `flags` lines of a `/proc/cpuinfo` text."""
+  flags = set()
+  for line in cpuinfo_text.splitlines():
+    key, _, value = line.partition(":")
+    if key.strip() == "flags":
+      flags.update(value.split())
   return frozenset(flags & CPU_FLAGS)
 
 
@@ -109,12 +145,9 @@ def enable_bfloat16_graph_rewrite(
   wrapped = tf2.MixedPrecisionLossScaleOptimizer(
       opt, managers.NoLossScale(), compensated_update=compensated_update)
   tf.config.optimizer.set_experimental_options({OPTION: True})
-  if bfloat16_cpu_flags() == frozenset():
-    warnings.warn(
-        "This CPU has neither AVX512-BF16 nor AMX (no avx512_bf16 or "
-        "amx_bf16 in /proc/cpuinfo): TensorFlow skips the bfloat16 rewrite "
-        "here and the model computes in float32.", UserWarning,
-        stacklevel=tensors.user_stacklevel())
+  cpuinfo_text = _read(CPUINFO)
+  if cpuinfo_text is not None:  # Elsewhere nothing is known: no warning.
+    warn_unless_bfloat16_cpu(cpuinfo_text, CPUINFO)
   return wrapped
 
 

@@ -1,6 +1,6 @@
 """AmaxHistoryLossScaleManager against a plain-Python model of its rule.
 
-`python_model` is written from the pseudocode in `managers.amax`, with
+`python_model` is written from the pseudocode in `managers.amax_rule`, with
 numpy float32 for the scale and math's exact binary exponent (`frexp`).
 Hypothesis draws settings and sequences of (finite, amax) steps; after
 every step the graph's state must equal the model's.

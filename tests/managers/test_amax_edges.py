@@ -1,7 +1,7 @@
 """AmaxHistoryLossScaleManager at its edges: clipping, zero and tiny amax,
 the scale's range, and checkpoints of another history length.
 
-Expected scales are worked by hand from the rule in `managers.amax`:
+Expected scales are worked by hand from the rule in `managers.amax_rule`:
 scale = 2 ** (exponent(65504 / peak) - margin - extra), exponent(q) =
 floor(log2(q)).
 """
