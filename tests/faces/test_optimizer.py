@@ -248,10 +248,12 @@ class DelegationTest(parameterized.TestCase):
       train_op = opt.minimize(models.dense_loss(models.poison_input()))
       state_handles = {v.handle.name for v in manager.variables()}
       # Every write of the state: one per variable when the state machine
-      # changes it, the increment of a step that only counts, each made
-      # holding the state's mutex (`MutexLock`).
+      # changes it, each made holding the state's mutex (`MutexLock`), and
+      # the count of a step that only counts: a fetch-and-increment
+      # (`ResourceCountUpTo`) without the mutex, tried again under it.
       assigns = [op for op in train_op.graph.get_operations()
-                 if op.type in ("AssignVariableOp", "AssignAddVariableOp")
+                 if op.type in ("AssignVariableOp", "AssignAddVariableOp",
+                                "ResourceCountUpTo")
                  and op.inputs[0].name in state_handles
                  and not op.name.endswith("/Assign")]  # Initializers.
       self.assertCountEqual(
@@ -259,19 +261,22 @@ class DelegationTest(parameterized.TestCase):
           [("AssignVariableOp", "loss_scale:0"),
            ("AssignVariableOp", "good_steps:0"),
            ("AssignVariableOp", "bad_steps:0"),
-           ("AssignAddVariableOp", "good_steps:0")])
+           ("ResourceCountUpTo", "good_steps:0"),
+           ("ResourceCountUpTo", "good_steps:0")])
       applied = [op for op in train_op.control_inputs
                  if op.name.startswith("gate_done")]
       self.assertLen(applied, 1)
       used_scale = v1.get_collection("mp_optimizer_loss_scale")
       self.assertLen(used_scale, 1)
+      locked = 0
       for assign in assigns:
         ancestors = _ancestors(assign)
         types = {op.type for op in ancestors}
-        self.assertIn("MutexLock", types)
+        locked += "MutexLock" in types
         self.assertIn("IsFinite", types)  # The step's finite check.
         self.assertIn(used_scale[0].op, ancestors)  # The S the step used.
         self.assertNotIn(applied[0], ancestors)  # Beside the apply.
+      self.assertEqual(locked, len(assigns) - 1)  # All but the first count.
       # Nothing behind the gate uses the scale variable, so no order between
       # the apply and the update is needed.
       gate_switch = [op for op in _ancestors(applied[0])
