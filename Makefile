@@ -155,10 +155,13 @@ check: test-$(NEWEST)
 # Temporary files (pytest's and absltest's) go to a folder removed after.
 # Tests are handed to the JOBS processes one by one, except a class's, which
 # stay in one process when its setUpClass starts workers (tests/conftest.py).
+# The ten slowest tests are listed at the end, with the run's load average.
 test-%: $(VENV)/tf%/.ready
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	    TMPDIR=$$tmp $(VENV)/tf$*/bin/python -m pytest $(TESTS) -q \
-	    -p no:cacheprovider -n $(JOBS) --dist loadgroup $(PYTEST_ARGS)
+	    -p no:cacheprovider -n $(JOBS) --dist loadgroup --durations=10 \
+	    $(PYTEST_ARGS); status=$$?; \
+	    echo "load average: $$(cut -d' ' -f1-3 /proc/loadavg)"; exit $$status
 
 # Horovod has no wheels: it compiles against the installed TensorFlow (it
 # does not build against TF 2.21), so it gets its own TF 2.15 environment.
