@@ -12,6 +12,11 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
   config.addinivalue_line("markers", "soak: long-running soak test (make soak)")
+  # pytest-xdist registers this one; an environment without it (the Horovod
+  # build of `make test-horovod`) runs the suite in one process and must not
+  # warn about the mark.
+  config.addinivalue_line(
+      "markers", "xdist_group(name): tests pytest-xdist keeps in one process")
   # absltest helpers such as create_tempdir() read absl flags, which pytest
   # never parses; their defaults are what the tests want.
   from absl import flags  # pylint: disable=import-outside-toplevel
