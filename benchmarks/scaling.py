@@ -99,12 +99,13 @@ class Built:
   `model(size)` builds the loss (a chain of `size` layers unless given); the
   train op runs after the model's `UPDATE_OPS` (batch norm's moving
   averages), as TF1 training scripts build it. `traces` FULL_TRACE steps
-  give the kernels per step and, as their median, the step memory.
+  give the kernels per step and, as their median, the step memory. `config`
+  is the Session's (TensorFlow's defaults unless given).
   """
 
   def __init__(self, size: int, inner: str, make: MakeTrainOp,
                model: Callable[[int], tf.Tensor] = shapes.chain,
-               traces: int = 1):
+               traces: int = 1, config: v1.ConfigProto = None):
     rss = _rss_mb()
     self.graph = tf.Graph()
     with self.graph.as_default():
@@ -118,7 +119,7 @@ class Built:
     graph_def = self.graph.as_graph_def()
     self.ops = len(graph_def.node)
     self.graph_mb = graph_def.ByteSize() / 2**20
-    self.session = v1.Session(graph=self.graph)
+    self.session = v1.Session(graph=self.graph, config=config)
     self.session.run(init)
     self.load = os.getloadavg()[0]
     started = time.perf_counter()

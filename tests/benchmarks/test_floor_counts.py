@@ -30,13 +30,19 @@ v1 = tf.compat.v1
 # Layers of 64x64 (kernel and bias each): groups of 32 and 64 like
 # gradients, which the prototype cuts into exactly `CHUNKS` stacks.
 SIZES = (64, 128)
+# One executor thread: ops run in one order, so a peak is the same at every
+# run (with two, a busy machine can run two chunks' stacks at once).
+ONE_THREAD = v1.ConfigProto(inter_op_parallelism_threads=1,
+                            intra_op_parallelism_threads=1,
+                            use_per_session_threads=True)
 OURS = ("ours_fixed", "ours_contrib", "ours_tf2_fixed", "ours_tf2")
 
 
 @functools.lru_cache(maxsize=None)  # Each graph is built and traced once.
 def _built(name: str, size: int, inner: str = "sgd") -> scaling.Built:
   built = scaling.Built(size, inner, floor.CONTENDERS[name][1],
-                        lambda n: shapes.with_variables("many_small", n))
+                        lambda n: shapes.with_variables("many_small", n),
+                        config=ONE_THREAD)
   built.session.close()
   return built
 
