@@ -3,9 +3,12 @@
 Read with `make -n` (print the commands, run none), so nothing is built.
 """
 
+import os
 import pathlib
 import re
 import subprocess
+import sys
+import textwrap
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -35,11 +38,60 @@ class MakefileTest(parameterized.TestCase):
     lines = _pytest_lines(_dry_run("test-2.21", "test-2.15"))
     self.assertLen(lines, 2, lines)
     for line in lines:
-      self.assertRegex(line, r" -n 2 --dist loadgroup")
+      self.assertRegex(line, r" -n 2 --dist loadscope")
     requirements = [(ROOT / "requirements" / f"tf{v}.txt").read_text()
                     for v in ("2.21", "2.15")]
     for text in requirements:
       self.assertRegex(text, r"(?m)^pytest-xdist==")
+
+  def test_demo_and_benchmark_runs_are_left_to_the_newest_version(self):
+    newest, oldest = (_pytest_lines(_dry_run(f"test-{version}"))[0]
+                      for version in ("2.21", "2.15"))
+    self.assertNotIn("--ignore", newest)
+    ignored = re.findall(r"--ignore=(\S+)", oldest)
+    self.assertEqual(ignored, ["tests/test_demo.py",
+                               "tests/benchmarks/test_smoke.py"])
+    for path in ignored:
+      self.assertTrue((ROOT / path).is_file(), path)
+    # The targets those files test run on the newest version only.
+    for target in ("demo", "bench"):
+      for line in _dry_run(target).splitlines():
+        if "bin/python" in line:
+          self.assertIn(".venv/tf2.21/bin/python", line)
+
+  def test_a_class_set_up_once_runs_in_one_process(self):
+    """With the suites' own pytest-xdist options, a class's tests share one
+    process, so its setUpClass (a cluster, a demo run) runs once."""
+    line = _pytest_lines(_dry_run("test-2.21"))[0]
+    options = re.search(r" (-n 2 --dist \S+) ", line).group(1).split()
+    folder = pathlib.Path(self.create_tempdir().full_path)
+    log = folder / "log.txt"
+    (folder / "test_shared.py").write_text(textwrap.dedent(f"""
+        import os
+        import unittest
+
+        def note(what):
+          with open({str(log)!r}, "a") as f:
+            f.write(f"{{what}} {{os.getpid()}}\\n")
+
+        class Shared(unittest.TestCase):
+          @classmethod
+          def setUpClass(cls):
+            note("setup")
+        """) + "".join(
+            f"  def test_{i}(self):\n    note('shared')\n" for i in range(6))
+        + "\nclass Other(unittest.TestCase):\n" + "".join(
+            f"  def test_{i}(self):\n    note('other')\n" for i in range(6)))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         *options, "test_shared.py"], cwd=folder, capture_output=True,
+        text=True, check=False, env=dict(os.environ, PYTHONPATH=""))
+    self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+    notes = [entry.split() for entry in log.read_text().splitlines()]
+    self.assertEqual([what for what, _ in notes].count("setup"), 1, notes)
+    shared = {pid for what, pid in notes if what in ("setup", "shared")}
+    self.assertLen(shared, 1, notes)
+    self.assertLen({pid for _, pid in notes}, 2, notes)  # Two processes ran.
 
   @parameterized.named_parameters(
       ("a_folder", ["TESTS=tests/managers"], r"-m pytest tests/managers -q"),
