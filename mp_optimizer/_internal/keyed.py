@@ -1,4 +1,4 @@
-"""Values kept per graph (or per object), and nowhere else.
+"""Values kept per graph (or per object, or once per process), and nowhere else.
 
 The step records facts about what it built (which read of S scaled a loss,
 which gradients were unscaled, which signals a train op publishes) for the
@@ -7,7 +7,8 @@ the graph, and a second graph must not see it. `PerGraph[T]` is the one
 place such a value is kept: a weak map from the graph to a value made by a
 factory the first time the graph asks for it. `PerObject[K, T]` is the same
 for facts about one object (an optimizer, a wrapper) that must not keep the
-object alive.
+object alive. `PerProcess[T]` holds what a process has exactly one of (the
+process group `mp_optimizer.horovod.init()` joined), set once.
 
 ```
 _RECORDS: PerGraph[Dict[str, Record]] = PerGraph(dict)
@@ -76,3 +77,25 @@ class PerGraph(PerObject[tf.Graph, T]):
 
 def _graph(graph: Optional[tf.Graph]) -> tf.Graph:
   return graph if graph is not None else tf.compat.v1.get_default_graph()
+
+
+class PerProcess(Generic[T]):
+  """One value of type T for the whole process, set once and never replaced."""
+
+  def __init__(self, what: str):
+    self._what = what
+    self._value: Optional[T] = None
+
+  def peek(self) -> Optional[T]:
+    """The value, or None before it is set."""
+    return self._value
+
+  def set(self, value: T) -> None:
+    """Sets the value.
+
+    Raises:
+      RuntimeError: If it is already set (a process has one `what`).
+    """
+    if self._value is not None:
+      raise RuntimeError(f"This process already has its {self._what}.")
+    self._value = value

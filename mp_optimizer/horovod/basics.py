@@ -10,15 +10,25 @@ in-process session) and, unless set, `device_filters` naming this rank's task
 (it places nothing on another rank's devices).
 """
 
+import dataclasses
 from typing import Optional
 
 import tensorflow as tf
 
+from mp_optimizer._internal import keyed
 from mp_optimizer._internal import tf_private
 from mp_optimizer.horovod import process_group
 
-# The one process group of this process, set by `init()`.
-_STATE = {}
+
+@dataclasses.dataclass(frozen=True)
+class Joined:
+  """What `init()` found and started: the group, and this rank's server
+  (None for a group of one, which needs none)."""
+  group: process_group.ProcessGroup
+  server: Optional[tf.distribute.Server]
+
+
+_JOINED: keyed.PerProcess[Joined] = keyed.PerProcess("process group")
 
 
 def init() -> None:
@@ -30,15 +40,15 @@ def init() -> None:
     ImportError: Under `mpirun` without `mpi4py`.
     ValueError: If `TF_CONFIG`'s task is not a `worker`.
   """
-  if "group" in _STATE:
+  if _JOINED.peek() is not None:
     return
   group = process_group.discover()
+  server = None
   if group.size > 1:
     server = process_group.start_server(group)
-    _STATE["server"] = server
     tf_private.route_default_sessions(
         server.target, lambda config: session_config(config, group))
-  _STATE["group"] = group
+  _JOINED.set(Joined(group, server))
 
 
 def session_config(config: Optional[tf.compat.v1.ConfigProto],
@@ -56,7 +66,7 @@ def session_config(config: Optional[tf.compat.v1.ConfigProto],
 
 def is_initialized() -> bool:
   """Whether `init()` has run in this process."""
-  return "group" in _STATE
+  return _JOINED.peek() is not None
 
 
 def group() -> process_group.ProcessGroup:
@@ -65,11 +75,12 @@ def group() -> process_group.ProcessGroup:
   Raises:
     ValueError: Before `init()` (Horovod's class and wording).
   """
-  if "group" not in _STATE:
+  joined = _JOINED.peek()
+  if joined is None:
     raise ValueError(
         "mp_optimizer.horovod has not been initialized; call hvd.init() "
         "first.")
-  return _STATE["group"]
+  return joined.group
 
 
 def size() -> int:
