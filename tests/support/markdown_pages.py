@@ -31,7 +31,10 @@ _PROGRAM_AND_OUTPUT = re.compile(
 # [text](target) and ![alt](target); the target stops at a space or ")".
 _LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 # [text][identifier]: a cross-reference to an API object (mkdocs-autorefs).
-_AUTOREF = re.compile(r"\[(?:[^\[\]]|`[^`]*`)+\]\[([A-Za-z_][\w.]*)\]")
+# A backtick starts only the inline-code alternative: were it also a plain
+# character, a long run of `` (the prose blanks inline code so) would be
+# split every possible way before the match fails (30 s over the docs).
+_AUTOREF = re.compile(r"\[(?:[^\[\]`]|`[^`]*`)+\]\[([A-Za-z_][\w.]*)\]")
 _DIRECTIVE = re.compile(r"^::: ([\w.]+)", re.M)
 
 
