@@ -204,5 +204,25 @@ class KeepStateTest(parameterized.TestCase):
                                   middle.session.run(middle.w))
 
 
+  def test_our_saver_restores_a_float32_checkpoint_and_resets_the_kept_state(
+      self):
+    float32 = _Run(self, mp_optimizer.LossScaleOptimizer, managers.NoLossScale)
+    float32.run([1.0, 1.0])
+    with float32.graph.as_default():
+      path = v1.train.Saver().save(
+          float32.session, self.create_tempdir().full_path + "/fp32")
+    kept = _Run(self, mp_optimizer.LossScaleOptimizer,
+                lambda: managers.NoLossScale(keep_state_of=Exp(2**15, 100)))
+    with kept.graph.as_default():
+      kept.session.run([v.assign(v + 1) for v in kept.kept()])
+      with self.assertLogs(level="WARNING") as logs:
+        mp_optimizer.Saver().restore(kept.session, path)
+    self.assertIn("holds no loss-scale state (no bad_steps, good_steps, "
+                  "loss_scale)", "\n".join(logs.output))
+    self.assertEqual(kept.session.run(kept.kept()), [2**15, 0, 0])
+    np.testing.assert_array_equal(kept.session.run(kept.w),
+                                  float32.session.run(float32.w))
+
+
 if __name__ == "__main__":
   tf.test.main()

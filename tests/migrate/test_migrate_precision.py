@@ -6,8 +6,6 @@ table applied by hand. One legacy float16 script is converted and then run:
 it must build the bfloat16 mode (bfloat16 compute, `NoLossScale`) and train.
 """
 
-import contextlib
-import io
 import os
 
 from absl.testing import parameterized
@@ -15,28 +13,14 @@ import numpy as np
 import tensorflow as tf
 
 from mp_optimizer import managers
-from mp_optimizer import migrate
+from tests.migrate import one_file
 
 TF = "import tensorflow as tf\n"
 CONTRIB = "tf.contrib.mixed_precision."
 BFLOAT16 = ("--precision", "bfloat16")
 
 
-class PrecisionOptionTest(parameterized.TestCase):
-
-  def _migrate(self, text, *options):
-    path = os.path.join(self.create_tempdir().full_path, "model.py")
-    with open(path, "w") as f:
-      f.write(text)
-    err = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), \
-        contextlib.redirect_stderr(err):
-      status = migrate.main(["--in-place", *options, path])
-    with open(path) as f:
-      converted = f.read()
-    lines = [line.split(f"{path}:", 1)[1] for line in err.getvalue().splitlines()
-             if line.startswith(path)]
-    return status, converted, lines
+class PrecisionOptionTest(one_file.OneFileTest):
 
   @parameterized.named_parameters(
       ("tf_dtype", "x = tf.cast(y, tf.float16)\n",

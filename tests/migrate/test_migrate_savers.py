@@ -9,8 +9,6 @@ fixtures are legacy scripts in the shape of public training scripts; the
 expected text is `mp_optimizer.migrate.savers`'s table applied by hand.
 """
 
-import contextlib
-import io
 import os
 import pathlib
 
@@ -18,7 +16,7 @@ from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
 
-from mp_optimizer import migrate
+from tests.migrate import one_file
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 TF = "import tensorflow as tf\n"
@@ -28,21 +26,7 @@ SAVER_NOTICE = ("notice: `{spelling}(...)` -> `mp_optimizer.Saver(...)`: "
                 "checkpoint without loss-scale state")
 
 
-class SaverTest(parameterized.TestCase):
-
-  def _migrate(self, text, *options, name="train.py"):
-    path = os.path.join(self.create_tempdir().full_path, name)
-    with open(path, "w") as f:
-      f.write(text)
-    err = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), \
-        contextlib.redirect_stderr(err):
-      status = migrate.main(["--in-place", *options, path])
-    with open(path) as f:
-      converted = f.read()
-    lines = [line.split(f"{path}:", 1)[1] for line in err.getvalue().splitlines()
-             if line.startswith(path)]
-    return status, converted, lines
+class SaverTest(one_file.OneFileTest):
 
   def _fixture(self, name, *options):
     return self._migrate((FIXTURES / name).read_text(), *options, name=name)
