@@ -118,6 +118,7 @@ class NoLossScale(fixed.FixedLossScaleManager):
 
   @property
   def skips_nonfinite_steps(self) -> bool:
+    """True: a step with a NaN/Inf gradient is skipped."""
     return True
 
   def get_loss_scale(self) -> tf.Tensor:

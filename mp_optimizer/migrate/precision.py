@@ -165,8 +165,8 @@ class _Bfloat16Pass(passes.ReportingPass, cst.CSTTransformer):
       return updated
     self._report(
         original, f"`{function}(...)` -> `{package}.NoLossScale({keep})`: "
-        "bfloat16 needs no loss "
-        "scale; a step with NaN/Inf gradients is still skipped" +
+        "bfloat16 needs no loss scale; a step with NaN/Inf gradients is "
+        "still skipped" +
         ("" if stateless else f"; {KEPT}"), needs_human=False)
     self.switched = True
     return unscaled_mode.no_loss_scale(package,
