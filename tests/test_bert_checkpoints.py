@@ -120,12 +120,16 @@ class PrecisionCheckpointTest(parameterized.TestCase):
   def _saved(self, run, name):
     return run.save(os.path.join(self.create_tempdir(), name))
 
+  def _float16_checkpoint(self):
+    """The float16 run, trained N micro-steps, and its checkpoint."""
+    run = self._run("float16")
+    run.train(MICRO_STEPS, seed=0)
+    return run, self._saved(run, "fp16")
+
   @parameterized.named_parameters(("bfloat16", "bfloat16"),
                                   ("float32", "float32"))
   def test_float16_checkpoint_restores_with_every_key(self, mode):
-    source = self._run("float16")
-    source.train(MICRO_STEPS, seed=0)
-    path = self._saved(source, "fp16")
+    source, path = self._float16_checkpoint()
     target = self._run(mode)
     self.assertEqual(target.keys_against(path), (set(), set()))
     target.restore(path)
@@ -145,9 +149,7 @@ class PrecisionCheckpointTest(parameterized.TestCase):
   @parameterized.named_parameters(("bfloat16", "bfloat16"),
                                   ("float32", "float32"))
   def test_float16_to_other_precision_and_back(self, mode):
-    first = self._run("float16")
-    first.train(MICRO_STEPS, seed=0)
-    path = self._saved(first, "fp16")
+    first, path = self._float16_checkpoint()
     middle = self._run(mode)
     middle.restore(path)
     middle.train(MICRO_STEPS, seed=1)
@@ -164,9 +166,7 @@ class PrecisionCheckpointTest(parameterized.TestCase):
     """`NoLossScale()` alone: as documented for it, the scale state's keys
     are unexpected in bfloat16 and missing back in float16 (restore the
     other variables; the scale starts from its initial values)."""
-    first = self._run("float16")
-    first.train(MICRO_STEPS, seed=0)
-    path = self._saved(first, "fp16")
+    first, path = self._float16_checkpoint()
     middle = self._run("plain_bfloat16")
     self.assertEqual(middle.keys_against(path), (set(), SCALE_STATE))
     middle.restore(path)
