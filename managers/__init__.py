@@ -6,7 +6,8 @@ Two surfaces over one implementation of each policy:
   `ExponentialUpdateLossScaleManager` (`get_loss_scale`, `update_loss_scale`),
   `AmaxHistoryLossScaleManager`, which sets the scale from the gradients'
   magnitude, and `NoLossScale`, the bfloat16 mode (no scale, steps still
-  checked);
+  checked; `keep_state_of=` keeps a float16 manager's state for its
+  checkpoints);
 * TF2's: `LossScale`, `FixedLossScale`, `DynamicLossScale` (`__call__`,
   `update`, `get_config`), and `get` to convert what TF's optimizer accepts;
 * the finite check both use: `all_finite`, `all_finite_in_sync`.

@@ -3,13 +3,14 @@
 The demo's recipe (`examples/bert_pretraining.py`: AdamWeightDecay under
 `LossScaleOptimizer` with `global_clipnorm=1.0` and gradient accumulation)
 trains in float16 with a dynamic loss scale for N micro-steps and is saved.
-The same model computed in bfloat16 (`managers.NoLossScale()`) and in
-float32 restores that checkpoint: every variable of its graph is found (0
-missing) with the saved values, and the only keys it leaves are the float16
-run's loss-scale state (`loss_scale`, `good_steps`, `bad_steps`), which the
-bfloat16 mode does not have. Trained on in bfloat16 and saved, the run goes
-back into float16: every variable but that scale state is restored, the
-scale state starts from the manager's initial values.
+The same model computed in bfloat16 or in float32 under
+`managers.NoLossScale(keep_state_of=<the float16 manager>)` restores that
+checkpoint with a plain `tf.compat.v1.train.Saver()`: 0 missing and 0
+unexpected keys, every value bit for bit, the scale state included. Trained
+on and saved there, the run goes back into float16 the same way, and the
+float16 run resumes with the scale state it had when it stopped. Under a
+plain `managers.NoLossScale()` the scale state is not in the bfloat16 graph:
+its keys are left over one way and missing the other.
 """
 
 import os
@@ -51,7 +52,7 @@ class _Run:
           gradient_accumulation_steps=ACCUMULATION)
       self.train_op = self.opt.minimize(loss, global_step=global_step)
       self.variables = {v.op.name: v for v in v1.global_variables()}
-      self.scale_state = {v.op.name for v in manager.variables()}
+      self.saver = v1.train.Saver()  # Plain: every variable, by name.
       self.init = v1.global_variables_initializer()
       self.session = v1.Session(graph=self.graph)
       testcase.addCleanup(self.session.close)
@@ -72,19 +73,37 @@ class _Run:
 
   def save(self, path):
     with self.graph.as_default():
-      return v1.train.Saver().save(self.session, path)
+      return self.saver.save(self.session, path)
 
-  def restore(self, path, names):
+  def restore(self, path):
+    with self.graph.as_default():
+      self.saver.restore(self.session, path)
+
+  def restore_only(self, path, names):
     """Restores `names` with a Saver over them alone."""
     with self.graph.as_default():
       v1.train.Saver([self.variables[name] for name in names]).restore(
           self.session, path)
 
+  def keys_against(self, path):
+    """(missing, unexpected): this graph's names against `path`'s keys."""
+    saved = set(dict(tf.train.list_variables(path)))
+    return set(self.variables) - saved, saved - set(self.variables)
 
-MODES = {"float16": (tf.float16, lambda: managers.ExponentialUpdateLossScaleManager(
-    2**15, 100)),
-         "bfloat16": (tf.bfloat16, managers.NoLossScale),
-         "float32": (tf.float32, managers.NoLossScale)}
+
+def _float16_manager():
+  # A period of 1: the scale moves on every applied step, so a reset shows.
+  return managers.ExponentialUpdateLossScaleManager(2**15, 1)
+
+
+MODES = {
+    "float16": (tf.float16, _float16_manager),
+    "bfloat16": (tf.bfloat16, lambda: managers.NoLossScale(
+        keep_state_of=_float16_manager())),
+    "float32": (tf.float32, lambda: managers.NoLossScale(
+        keep_state_of=_float16_manager())),
+    "plain_bfloat16": (tf.bfloat16, managers.NoLossScale),
+}
 
 
 class PrecisionCheckpointTest(parameterized.TestCase):
@@ -98,49 +117,71 @@ class PrecisionCheckpointTest(parameterized.TestCase):
     for name, value in expected.items():
       self.assertEqual(got[name].tobytes(), value.tobytes(), name)
 
+  def _saved(self, run, name):
+    return run.save(os.path.join(self.create_tempdir(), name))
+
+  def _float16_checkpoint(self):
+    """The float16 run, trained N micro-steps, and its checkpoint."""
+    run = self._run("float16")
+    run.train(MICRO_STEPS, seed=0)
+    return run, self._saved(run, "fp16")
+
   @parameterized.named_parameters(("bfloat16", "bfloat16"),
                                   ("float32", "float32"))
-  def test_float16_checkpoint_restores(self, mode):
-    source = self._run("float16")
-    source.train(MICRO_STEPS, seed=0)
-    path = source.save(os.path.join(self.create_tempdir(), "fp16"))
-    saved = dict(tf.train.list_variables(path))
+  def test_float16_checkpoint_restores_with_every_key(self, mode):
+    source, path = self._float16_checkpoint()
     target = self._run(mode)
-    missing = set(target.variables) - set(saved)
-    unexpected = set(saved) - set(target.variables)
-    self.assertEqual(missing, set())
-    self.assertEqual(unexpected, SCALE_STATE)
-    self.assertEqual(source.scale_state, SCALE_STATE)
-    target.restore(path, target.variables)
-    self._assert_equal_values(target.values(),
-                              source.values(target.variables))
+    self.assertEqual(target.keys_against(path), (set(), set()))
+    target.restore(path)
+    self._assert_equal_values(target.values(), source.values())
+    self.assertNotEqual(float(source.values(["loss_scale"])["loss_scale"]),
+                        2.0**15)  # The scale moved: a reset would show.
+    restored_step = target.values(["global_step"])["global_step"]
+    # It trains on from there (no micro-step overflows without float16:
+    # the window left open and ACCUMULATION more apply once),
+    target.train(ACCUMULATION, seed=1)
     self.assertEqual(target.values(["global_step"])["global_step"],
-                     MICRO_STEPS // ACCUMULATION)
-    target.train(ACCUMULATION, seed=1)  # It trains on from there.
-    self.assertEqual(target.values(["global_step"])["global_step"],
-                     MICRO_STEPS // ACCUMULATION + 1)
+                     restored_step + 1)
+    # and leaves the kept scale state as it was.
+    self._assert_equal_values(target.values(SCALE_STATE),
+                              source.values(SCALE_STATE))
 
-  def test_float16_to_bfloat16_and_back(self):
-    first = self._run("float16")
-    first.train(MICRO_STEPS, seed=0)
-    path = first.save(os.path.join(self.create_tempdir(), "fp16"))
-    middle = self._run("bfloat16")
-    middle.restore(path, middle.variables)
+  @parameterized.named_parameters(("bfloat16", "bfloat16"),
+                                  ("float32", "float32"))
+  def test_float16_to_other_precision_and_back(self, mode):
+    first, path = self._float16_checkpoint()
+    middle = self._run(mode)
+    middle.restore(path)
     middle.train(MICRO_STEPS, seed=1)
-    path = middle.save(os.path.join(self.create_tempdir(), "bf16"))
+    path = self._saved(middle, mode)
     last = self._run("float16")
-    missing = set(last.variables) - set(dict(tf.train.list_variables(path)))
-    self.assertEqual(missing, SCALE_STATE)
+    self.assertEqual(last.keys_against(path), (set(), set()))
+    last.restore(path)
+    self._assert_equal_values(last.values(), middle.values())
+    # The float16 run resumes its scale where it stopped.
+    self._assert_equal_values(last.values(SCALE_STATE),
+                              first.values(SCALE_STATE))
+
+  def test_plain_no_loss_scale_leaves_the_scale_state_behind(self):
+    """`NoLossScale()` alone: as documented for it, the scale state's keys
+    are unexpected in bfloat16 and missing back in float16 (restore the
+    other variables; the scale starts from its initial values)."""
+    first, path = self._float16_checkpoint()
+    middle = self._run("plain_bfloat16")
+    self.assertEqual(middle.keys_against(path), (set(), SCALE_STATE))
+    middle.restore(path)
+    self._assert_equal_values(middle.values(), first.values(middle.variables))
+    middle.train(MICRO_STEPS, seed=1)
+    path = self._saved(middle, "bf16")
+    last = self._run("float16")
+    self.assertEqual(last.keys_against(path), (SCALE_STATE, set()))
     carried = sorted(set(last.variables) - SCALE_STATE)
-    last.restore(path, carried)
+    last.restore_only(path, carried)
     self._assert_equal_values(last.values(carried), middle.values(carried))
-    # The scale state was not in the bfloat16 checkpoint: initial values.
     scale = last.values(SCALE_STATE)
     self.assertEqual(float(scale["loss_scale"]), 2.0**15)
     self.assertEqual(int(scale["good_steps"]), 0)
     self.assertEqual(int(scale["bad_steps"]), 0)
-    self.assertEqual(last.values(["global_step"])["global_step"],
-                     2 * MICRO_STEPS // ACCUMULATION)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ added, and everything else in the file (layout, comments) is kept. By default
 a unified diff is printed (apply it with `patch -p0`); `--in-place` writes the
 files. `--precision bfloat16` also switches the converted code to the
 bfloat16 mode (float16 dtypes to bfloat16, the loss-scale manager to
-`managers.NoLossScale()`, the float16 graph rewrite to the oneDNN bfloat16
+`managers.NoLossScale(keep_state_of=<the manager>)`, so checkpoints keep
+their keys both ways; the float16 graph rewrite to the oneDNN bfloat16
 one), with a notice for each change and a finding for what it cannot change. A file that cannot refer to the legacy API (it does not spell both
 `tensorflow` and a legacy name) is not parsed at all.
 

@@ -188,7 +188,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   parser.add_argument("--precision", choices=("float16", "bfloat16"),
                       default="float16", help="bfloat16: also switch the "
                       "code to the bfloat16 mode (bfloat16 dtypes, "
-                      "managers.NoLossScale(); docs: bfloat16)")
+                      "managers.NoLossScale(keep_state_of=<the manager>); "
+                      "docs: bfloat16)")
   try:
     args = parser.parse_args(argv)
   except SystemExit as exit_:

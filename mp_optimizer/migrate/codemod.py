@@ -16,8 +16,11 @@
    to switch mixed precision on; `openseq2seq.places.OpenSeq2SeqPass`
    reports OpenSeq2Seq's loss scaling, with the manager that does the same
    (in a file that may use it: its `applies_to`).
-3. `imports.rewrite_imports`: legacy imports are rewritten or dropped.
-4. `new_imports.add`: the packages the new code refers to are imported.
+3. `savers.rewrite`, in a module where a legacy name was converted:
+   TensorFlow's `Saver` becomes `mp_optimizer.Saver`, and a session, spec
+   or scaffold that builds a default Saver gets a notice.
+4. `imports.rewrite_imports`: legacy imports are rewritten or dropped.
+5. `new_imports.add`: the packages the new code refers to are imported.
 """
 
 from typing import List, Tuple
@@ -36,6 +39,7 @@ from mp_optimizer.migrate import mentions
 from mp_optimizer.migrate import new_imports
 from mp_optimizer.migrate import passes
 from mp_optimizer.migrate import resolve
+from mp_optimizer.migrate import savers
 from mp_optimizer.migrate.openseq2seq import places as openseq2seq
 
 # In order: a pass reads what the ones before it wrote to the `Conversion`.
@@ -92,6 +96,9 @@ def _convert(data: bytes, reduced: chunks.Reduced
     if isinstance(visitor, cst.CSTTransformer):
       module = visited
     found.update(visitor.findings)
+  if conversion.converted_legacy_names:
+    module, saver_findings = savers.rewrite(module, conversion)
+    found.update(saver_findings)
   module = imports.rewrite_imports(module, reduced.names_left_out())
   if conversion.needed:
     module = new_imports.add(module, conversion.needed, conversion.refs)

@@ -135,6 +135,7 @@ class ExpressionPass(passes.ReportingPass, cst.CSTTransformer):
     if is_tf:
       self._report_shifts(original, target, context)
     self.conversion.converted_tf_names |= is_tf
+    self.conversion.converted_legacy_names = True
     if isinstance(original, cst.Name) or (
         isinstance(original.value, cst.Name) and
         self._resolve.legacy_path(original.value) in names.CONTRIB_MODULES):
@@ -213,6 +214,7 @@ class ExpressionPass(passes.ReportingPass, cst.CSTTransformer):
       target = names.LEGACY_NAMES.get(full)
       if target is not None and len(original.args) == 2:
         self.conversion.converted_tf_names |= target.family == names.TF
+        self.conversion.converted_legacy_names = True
         return self._ref(target.package, target.name)
       if full in names.CONTRIB_MODULES:
         return self._ref("mp_optimizer", "contrib")

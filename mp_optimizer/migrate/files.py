@@ -196,11 +196,13 @@ def process(path: str, data: bytes, in_place: bool,
     old = data.decode(encoding)
     horovod = options.horovod and b"horovod" in data
     new, findings = horovod_imports.convert(old) if horovod else (old, [])
-    new, more = codemod.convert(new)
+    legacy, (new, more) = new, codemod.convert(new)
     findings = list(findings) + list(more)
     if options.precision == "bfloat16":
       from mp_optimizer.migrate import precision as bfloat16  # pylint: disable=import-outside-toplevel
-      new, more = bfloat16.convert(new, bfloat16.original_lines(old, new))
+      # A file the codemod converted has had its Savers seen to.
+      new, more = bfloat16.convert(new, bfloat16.original_lines(old, new),
+                                   with_savers=new == legacy)
       findings += more
     findings = sorted(findings, key=lambda f: (f.line, f.reason))
   except SyntaxError as e:  # A bad encoding declaration.

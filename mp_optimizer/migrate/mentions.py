@@ -52,13 +52,15 @@ def precision_words(data: bytes) -> bool:
 # spellings, the library's own names (a converted file, run again), the
 # manager's two methods (a loss-scale subclass that defines both is not
 # reported), contrib's private members (also a method that overrides one),
-# NVIDIA's environment variables, and OpenSeq2Seq's loss scaling (its
-# scalers, its optimizer wrapper, `optimize_loss`, configs).
+# NVIDIA's environment variables, OpenSeq2Seq's loss scaling (its
+# scalers, its optimizer wrapper, `optimize_loss`, configs), and what builds
+# a Saver (`savers`).
 _PRIVATE = "|".join(sorted(names.LEGACY_PRIVATE))
 STATEMENT = re.compile(
     r"mixed_precision|LossScale|experimental|getter|mp_optimizer|managers|"
     r"(?:get|update)_loss_scale|TF_ENABLE_AUTO_MIXED_PRECISION|import|Scaler|"
     r"loss_scaling|MixedPrecisionOptimizerWrapper|optimize_loss|"
+    r"Saver|MonitoredTrainingSession|EstimatorSpec|Scaffold|"
     rf"\b(?:{_PRIVATE})\b")
 # A function that may be a float32 getter (`getters.GetterPass`): its second
 # parameter is `name`, or it takes `*args` after the first.

@@ -58,6 +58,9 @@ class Conversion:
       graph-rewrite names was converted (by the expression pass or, for a
       bare name, by the import pass); written by the expression pass, read
       by the findings pass.
+    converted_legacy_names: Whether any legacy name in use was converted
+      (the file now scales its loss with this library); written by the
+      expression pass, read by `savers`.
   """
   data: bytes = b""
   lines: Callable[[int], int] = _same_line
@@ -65,6 +68,7 @@ class Conversion:
       default_factory=lambda: {p: p for p in resolve.PACKAGES})
   needed: Set[str] = dataclasses.field(default_factory=set)
   converted_tf_names: bool = False
+  converted_legacy_names: bool = False
 
 
 class ReportingPass:
