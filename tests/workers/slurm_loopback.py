@@ -12,8 +12,8 @@ only clients that read DIR/slurm.conf; the system's Slurm and munge
 configuration is not read or touched. Each job step gets reserved ports
 (`MpiParams=ports=...`: Slurm sets `SLURM_STEP_RESV_PORTS` in every task).
 
-`stop` ends the daemons whose pid files are in DIR (only those) and waits
-until they are gone. Standard library only: it runs before any virtual
+`stop` cancels the jobs still running, ends the daemons whose pid files
+are in DIR (only those) and waits until they are gone. Standard library only: it runs before any virtual
 environment exists. Slurm 22.05 (Debian 12's `slurm-wlm`).
 """
 
@@ -121,8 +121,26 @@ def _alive(pid: int) -> bool:
   return True
 
 
+def _cancel_jobs(run: pathlib.Path) -> None:
+  """Cancels every job of this Slurm (its tasks end with them)."""
+  env = dict(os.environ, SLURM_CONF=str(run / "slurm.conf"))
+  if not (run / "slurmctld.pid").exists():
+    return
+  subprocess.run(["scancel", "--full", "--user", "root"], env=env,
+                 capture_output=True, check=False)
+  deadline = time.monotonic() + 30
+  while time.monotonic() < deadline:
+    jobs = subprocess.run(["squeue", "--noheader"], env=env,
+                          capture_output=True, text=True, check=False)
+    if jobs.returncode or not jobs.stdout.strip():
+      return
+    time.sleep(0.5)
+
+
 def stop(run: pathlib.Path) -> None:
-  """Ends the daemons `start` started in `run` (by their pid files)."""
+  """Cancels the jobs left, then ends the daemons `start` started in `run`
+  (by their pid files)."""
+  _cancel_jobs(run)
   for name in DAEMONS:
     pid_file = run / f"{name}.pid"
     if not pid_file.exists():
