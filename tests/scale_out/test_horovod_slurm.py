@@ -16,8 +16,10 @@ for a green run.
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
+import sys
 import unittest
 import uuid
 
@@ -191,6 +193,26 @@ class PrecedenceTest(_SlurmJobs):
     for rank, result in enumerate(_results(out_dir, "collectives")):
       self.assertEqual(list(result["group"]), [rank, RANKS, rank, RANKS])
       self.assertIn([ports[rank], 1], result["listening"].tolist())
+
+
+  def test_a_batch_script_without_srun_is_one_rank(self):
+    # The batch script's shell has SLURM_PROCID and SLURM_NTASKS=2, but no
+    # step of its own: `python` run there is one process.
+    out_dir = launch.scratch_dir(self.addCleanup)
+    command = " ".join(shlex.quote(part) for part in (
+        sys.executable, str(launch.WORKERS_DIR / "hvd_dropin_worker.py"),
+        out_dir, "interactive"))
+    log = os.path.join(self.logs, "batch.log")
+    batch = subprocess.run(
+        ["sbatch", "--wait", "--job-name", self.name, "--ntasks", str(RANKS),
+         "--output", log, "--wrap", f"exec {command}"],
+        env=launch.worker_env(), capture_output=True, text=True,
+        timeout=dropin.TIMEOUT_SECONDS, check=False)
+    with open(log, encoding="utf-8", errors="replace") as output:
+      self.assertEqual(batch.returncode, 0, batch.stderr + output.read())
+    result, = _results(out_dir, "interactive", ranks=1)
+    np.testing.assert_array_equal(result["average"], worker.rank_values(0))
+    self.assertEqual(str(result["target"]), "")
 
 
 class PortsTest(_SlurmJobs):

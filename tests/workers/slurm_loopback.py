@@ -25,7 +25,9 @@ import subprocess
 import sys
 import time
 
-NODE = "localhost"
+# A name that resolves to no address: the tasks must not need it (one node:
+# 127.0.0.1).
+NODE = "loopback-node"
 CPUS = 2
 # The ports Slurm hands to job steps (SLURM_STEP_RESV_PORTS), away from the
 # ones the tests pick (launch.FIRST_PORT onwards) and the ephemeral range.
@@ -153,7 +155,7 @@ def stop(run: pathlib.Path) -> None:
       time.sleep(0.2)
     if _alive(pid):
       os.kill(pid, signal.SIGKILL)
-    pid_file.unlink()
+    pid_file.unlink(missing_ok=True)  # slurmd removes its own.
 
 
 if __name__ == "__main__":
