@@ -15,10 +15,10 @@
 4. None of these: one process, rank 0 of 1, and no server at all.
 
 The order puts first what names this very process: `mpirun` sets its
-variables in each rank it starts, and a job that runs `mpirun` inside a
-Slurm allocation hands its ranks the variables of the Slurm step that runs
-`mpirun` (or its daemons) as well. `TF_CONFIG` is set for each process by
-hand or by a script, so it wins over the Slurm step it runs in.
+variables in each rank it starts, and an `mpirun` inside a Slurm allocation
+starts its daemons with `srun`, so its ranks have that step's variables as
+well. `TF_CONFIG` is set for each process by hand or by a script, so it
+wins over the Slurm step it runs in.
 """
 
 import dataclasses

@@ -8,8 +8,8 @@ it. The script of the `mpirun` test (`hvd_dropin_worker.py`) runs as
 under both launchers. Other jobs check which launcher wins when two set
 their variables, the ports' fallback and the errors.
 
-Without `srun`, or without a Slurm controller that answers, every test is
-skipped with the reason; with MP_OPTIMIZER_REQUIRE_SLURM=1 (as
+Without `srun`, or without a Slurm controller that answers, each test that
+runs a job is skipped with the reason; with MP_OPTIMIZER_REQUIRE_SLURM=1 (as
 `make test-slurm` sets) each fails instead, so a missing Slurm cannot pass
 for a green run.
 """
@@ -100,7 +100,8 @@ class _SlurmJobs(parameterized.TestCase):
 
 
 def _results(out_dir: str, case: str, ranks: int = RANKS) -> list:
-  return [dropin._load(os.path.join(out_dir, f"{rank}_{case}.npz"))  # pylint: disable=protected-access
+  load = dropin._load  # pylint: disable=protected-access
+  return [load(os.path.join(out_dir, f"{rank}_{case}.npz"))
           for rank in range(ranks)]
 
 
@@ -170,15 +171,23 @@ class PrecedenceTest(_SlurmJobs):
     self.assert_succeeded(finished)
     return finished
 
-  def test_mpirun_inside_a_slurm_step_wins(self):
-    # Each rank also has the variables of the one-task step running mpirun.
-    out_dir = launch.scratch_dir(self.addCleanup)
+  def test_mpirun_inside_an_allocation_wins(self):
+    # `mpirun` starts its daemon on the allocation's node with `srun` (the
+    # node's name is not this host's), so each rank it starts also has the
+    # variables of that one-task step.
     env = dropin.AS_ROOT if os.geteuid() == 0 else {}
+    in_allocation = ["salloc", "--job-name", self.name, "--ntasks",
+                     str(RANKS), dropin.MPIRUN, "-np", str(RANKS)]
+    both = subprocess.run(
+        [*in_allocation, "printenv", "OMPI_COMM_WORLD_SIZE",
+         "SLURM_STEP_NUM_TASKS"], env=launch.worker_env(env),
+        capture_output=True, text=True, timeout=dropin.TIMEOUT_SECONDS,
+        check=False)
+    self.assertEqual(both.stdout.split(), ["2", "1"] * RANKS, both.stderr)
+    out_dir = launch.scratch_dir(self.addCleanup)
     self.run_jobs([launch.Worker(
         "hvd_dropin_worker.py", [out_dir, "collectives"], self.logs, env=env,
-        launcher=["srun", "--job-name", self.name, "--ntasks", "1",
-                  "--cpus-per-task", str(RANKS), dropin.MPIRUN, "--map-by",
-                  ":OVERSUBSCRIBE", "-np", str(RANKS)])])
+        launcher=in_allocation)])
     for rank, result in enumerate(_results(out_dir, "collectives")):
       self.assertEqual(list(result["group"]), [rank, RANKS, rank, RANKS])
 
@@ -264,6 +273,25 @@ class PortsTest(_SlurmJobs):
     self.assertNotEqual(finished.returncode, 0, finished.log)
     self.assertRegex(finished.log, "ValueError: .*" + message)
     self.assertEqual(os.listdir(out_dir), [])
+
+
+class MakeTargetTest(parameterized.TestCase):
+  """`make test-slurm`, read with `make -n` (nothing runs, no Slurm needed)."""
+
+  def test_it_stops_the_daemons_whatever_happens_and_requires_slurm(self):
+    commands = subprocess.run(
+        ["make", "-n", "--no-print-directory", "test-slurm"],
+        cwd=launch.REPO_ROOT, capture_output=True, text=True, timeout=60,
+        check=True).stdout
+    commands = re.sub(r"\\\n\s*", "", commands)  # One line per command.
+    trap = re.search(r"trap '[^']*slurm_loopback\.py stop [^']*' EXIT",
+                     commands)
+    self.assertIsNotNone(trap, commands)
+    self.assertLess(trap.start(), commands.index("slurm_loopback.py start"))
+    self.assertIn(f"{REQUIRE}=1", commands)
+    self.assertRegex(
+        commands, r"for version in 2\.21 2\.15; do .*\.venv/tf\$version/bin/"
+        r"python -m pytest tests/scale_out/test_horovod_slurm\.py")
 
 
 if __name__ == "__main__":

@@ -13,8 +13,9 @@ configuration is not read or touched. Each job step gets reserved ports
 (`MpiParams=ports=...`: Slurm sets `SLURM_STEP_RESV_PORTS` in every task).
 
 `stop` cancels the jobs still running, ends the daemons whose pid files
-are in DIR (only those) and waits until they are gone. Standard library only: it runs before any virtual
-environment exists. Slurm 22.05 (Debian 12's `slurm-wlm`).
+are in DIR (only those) and waits until they are gone. Standard library
+only: it runs before any virtual environment exists. Slurm 22.05 (Debian
+12's `slurm-wlm`).
 """
 
 import os
