@@ -199,8 +199,11 @@ test-slurm: $(VENV)/tf$(NEWEST)/.ready $(VENV)/tf$(OLDEST)/.ready
 	if [ -n "$$missing" ]; then \
 	  echo "make test-slurm:$$missing missing: apt-get install slurm-wlm munge"; \
 	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
-	  { $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive \
-	      apt-get install -y -qq slurm-wlm munge >/dev/null; } || exit 1; \
+	  install="$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends \
+	      slurm-wlm munge"; \
+	  $$install >/dev/null 2>&1 || { $$sudo apt-get update -qq && \
+	      $$install >/dev/null; } || exit 1; \
 	fi
 	@tmp=$$(mktemp -d) && \
 	trap '$(PYTHON) tests/workers/slurm_loopback.py stop "$$tmp/slurm"; rm -rf "$$tmp"' EXIT && \
