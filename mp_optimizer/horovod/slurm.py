@@ -69,10 +69,11 @@ def parse_ports(name: str, value: str) -> List[int]:
   return ports
 
 
-def _ports(environ: Mapping[str, str]) -> List[int]:
+def _ports(environ: Mapping[str, str]) -> Tuple[str, List[int]]:
+  """The variable that names this step's ports, and the ports."""
   for name in (RESERVED, FALLBACK):
     if environ.get(name):
-      return parse_ports(name, environ[name])
+      return name, parse_ports(name, environ[name])
   raise ValueError(
       f"mp_optimizer.horovod under `srun` needs a TCP port per task: "
       f"`{RESERVED}` is not set (Slurm sets it when slurm.conf has "
@@ -92,7 +93,7 @@ def read_step(environ: Mapping[str, str]) -> SlurmStep:
   rank, local_rank = int(environ["SLURM_PROCID"]), int(environ["SLURM_LOCALID"])
   if size == 1:
     return SlurmStep(0, 1, 0, 1, ())
-  ports = _ports(environ)
+  source, ports = _ports(environ)
   # The resolver counts GPUs (with nvidia-smi, which fails where there is
   # none) only to set CUDA_VISIBLE_DEVICES, and lists no more tasks on a
   # node than it has GPUs per task. GPUs are pinned as Horovod does
@@ -109,7 +110,8 @@ def read_step(environ: Mapping[str, str]) -> SlurmStep:
   if len(ports) < most:
     raise ValueError(
         f"mp_optimizer.horovod needs {most} TCP ports on each node (one per "
-        f"task of the node), got {len(ports)}: {ports}.")
+        f"task of the node), got {len(ports)} in `{source}`: "
+        f"{environ[source]!r}.")
   host, index = places[rank]
   node: Optional[str] = environ.get("SLURMD_NODENAME")
   if int(index) != local_rank or (node is not None and node != host):

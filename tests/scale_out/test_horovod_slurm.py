@@ -257,7 +257,8 @@ class PortsTest(_SlurmJobs):
        r"`SLURM_STEP_RESV_PORTS` is not set .* neither is "
        r"`MP_OPTIMIZER_SLURM_PORTS`"),
       ("fewer_than_tasks", ("--resv-ports=1",), {},
-       r"needs 2 TCP ports on each node .*, got 1: \[\d+\]"),
+       r"needs 2 TCP ports on each node .*, got 1 in "
+       r"`SLURM_STEP_RESV_PORTS`: '\d+'\."),
       ("malformed", ("--resv-ports=0",),
        {"MP_OPTIMIZER_SLURM_PORTS": "12000-"},
        r"`MP_OPTIMIZER_SLURM_PORTS` must list TCP ports as `12000-12003` or "
