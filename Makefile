@@ -28,6 +28,9 @@
 #   make soak    20,000-step soak run
 #   make test-horovod  TF 2.15 + Horovod built from source (about 12 minutes); also
 #                runs the same script on mp_optimizer.horovod (TF 2.21) and compares
+#   make test-slurm  mp_optimizer.horovod under a real Slurm's srun: installs
+#                slurm-wlm and munge with apt-get if missing (root or sudo),
+#                runs a one-node Slurm on 127.0.0.1 for the test, then stops it
 
 PYTHON ?= python3
 VENV := .venv
@@ -42,7 +45,7 @@ JOBS ?= 2
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo demo-readme bert-demo bert-demo-docs docs test check test-package test-horovod bench bench-codemod soak venvs clean
+.PHONY: demo demo-readme bert-demo bert-demo-docs docs test check test-package test-horovod test-slurm bench bench-codemod soak venvs clean
 
 # .venv/tf2.21/.ready: a venv with the pinned requirements and this project.
 $(VENV)/tf%/.ready: requirements/tf%.txt setup.py pyproject.toml
@@ -187,6 +190,38 @@ $(VENV)/horovod/.ready: requirements/tf$(OLDEST).txt setup.py
 test-horovod: $(VENV)/horovod/.ready $(VENV)/tf$(NEWEST)/.ready
 	PATH=$(CURDIR)/$(VENV)/horovod/bin:$$PATH $(VENV)/horovod/bin/python -m pytest \
 	    tests/scale_out/test_horovod.py -q -p no:cacheprovider -rs
+
+# Slurm (docs/horovod.md): apt-get installs slurm-wlm and munge when one of
+# SLURM_TOOLS is missing; a one-node Slurm then runs on 127.0.0.1 with its
+# key, configuration, state and logs in a temporary folder
+# (tests/workers/slurm_loopback.py), for tests/scale_out/test_horovod_slurm.py
+# on both TensorFlow versions. The trap cancels its jobs, stops its daemons
+# and removes the folder, whatever happened. Under `make test` that module
+# skips; here MP_OPTIMIZER_REQUIRE_SLURM=1 makes a missing Slurm a failure.
+SLURM_TOOLS := srun slurmctld slurmd munged
+test-slurm: $(VENV)/tf$(NEWEST)/.ready $(VENV)/tf$(OLDEST)/.ready
+	@missing=""; for tool in $(SLURM_TOOLS); do \
+	  command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make test-slurm:$$missing missing: apt-get install slurm-wlm munge"; \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  install="$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends \
+	      slurm-wlm munge"; \
+	  $$install >/dev/null 2>&1 || { $$sudo apt-get update -qq && \
+	      $$install >/dev/null; } || exit 1; \
+	fi
+	@tmp=$$(mktemp -d) && \
+	trap '$(PYTHON) tests/workers/slurm_loopback.py stop "$$tmp/slurm"; rm -rf "$$tmp"' EXIT && \
+	{ $(PYTHON) tests/workers/slurm_loopback.py start "$$tmp/slurm" || exit 1; } && \
+	export SLURM_CONF="$$tmp/slurm/slurm.conf" MP_OPTIMIZER_REQUIRE_SLURM=1 \
+	    TMPDIR="$$tmp" && \
+	failed=""; for version in $(NEWEST) $(OLDEST); do \
+	  echo "make test-slurm: TensorFlow $$version"; \
+	  $(VENV)/tf$$version/bin/python -m pytest tests/scale_out/test_horovod_slurm.py \
+	      -q -p no:cacheprovider -rs || failed="$$failed $$version"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make test-slurm: failed on TensorFlow$$failed"; exit 1; fi
 
 bench: $(VENV)/tf$(NEWEST)/.ready
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/overhead.py

