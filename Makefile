@@ -197,7 +197,8 @@ test-horovod: $(VENV)/horovod/.ready $(VENV)/tf$(NEWEST)/.ready
 # (tests/workers/slurm_loopback.py), for tests/scale_out/test_horovod_slurm.py
 # on both TensorFlow versions. The trap cancels its jobs, stops its daemons
 # and removes the folder, whatever happened. Under `make test` that module
-# skips; here MP_OPTIMIZER_REQUIRE_SLURM=1 makes a missing Slurm a failure.
+# skips (it submits jobs only here); here MP_OPTIMIZER_REQUIRE_SLURM=1 runs
+# it, and makes a missing Slurm a failure.
 SLURM_TOOLS := srun slurmctld slurmd munged
 test-slurm: $(VENV)/tf$(NEWEST)/.ready $(VENV)/tf$(OLDEST)/.ready
 	@missing=""; for tool in $(SLURM_TOOLS); do \

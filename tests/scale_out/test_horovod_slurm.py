@@ -8,10 +8,12 @@ it. The script of the `mpirun` test (`hvd_dropin_worker.py`) runs as
 under both launchers. Other jobs check which launcher wins when two set
 their variables, the ports' fallback and the errors.
 
-Without `srun`, or without a Slurm controller that answers, each test that
-runs a job is skipped with the reason; with MP_OPTIMIZER_REQUIRE_SLURM=1 (as
-`make test-slurm` sets) each fails instead, so a missing Slurm cannot pass
-for a green run.
+The jobs run only under MP_OPTIMIZER_REQUIRE_SLURM=1, which `make
+test-slurm` sets beside the Slurm it started: elsewhere (`make test`) each
+test that runs a job is skipped with that reason, so a suite never submits
+jobs to a cluster it happens to find. Under it, a missing `srun` or a
+controller that does not answer fails the test, so a missing Slurm cannot
+pass for a green run.
 """
 
 import os
@@ -57,12 +59,15 @@ def slurm_missing() -> str:
 
 
 def require_slurm() -> None:
-  """Skips (or, under MP_OPTIMIZER_REQUIRE_SLURM=1, fails) without Slurm."""
+  """Skips outside `make test-slurm`; fails there without a Slurm."""
+  if os.environ.get(REQUIRE) != "1":
+    raise unittest.SkipTest(
+        f"runs under `make test-slurm` only ({REQUIRE}=1), which starts its "
+        "own Slurm on 127.0.0.1: a suite submits no jobs to a cluster it "
+        "finds")
   reason = slurm_missing()
-  if reason and os.environ.get(REQUIRE) == "1":
-    raise AssertionError(f"{REQUIRE}=1 and {reason}")
   if reason:
-    raise unittest.SkipTest(reason)
+    raise AssertionError(f"{REQUIRE}=1 and {reason}")
 
 
 def reserved_range() -> range:
