@@ -52,9 +52,12 @@ class Held:
     source: The 16-bit gradient (or stack of them) the product is cast from.
     inverse: The float32 scalar 1/S it is multiplied by (NaN for an S whose
       reciprocal is not a normal float32).
+    total: The sum of the product's entries, made with it (the finite check
+      reads it rather than summing the product again), or None.
   """
   source: tf.Tensor
   inverse: tf.Tensor
+  total: Optional[tf.Tensor] = None
 
 
 @dataclasses.dataclass
@@ -97,6 +100,12 @@ def recorded(graph: Optional[tf.Graph] = None) -> Provenance:
   """The record of `graph`, or an empty one (not kept) if it has none."""
   found = _RECORDS.peek(graph)
   return Provenance() if found is None else found
+
+
+def total_of(value: tf.Tensor) -> Optional[tf.Tensor]:
+  """The recorded sum of `value`'s entries (see `Held.total`), else None."""
+  held = recorded(value.graph).held.get(value.ref())
+  return None if held is None else held.total
 
 
 def whole_stacks(values: List[tf.Tensor]) -> List[Tuple[tf.Tensor, List[int]]]:

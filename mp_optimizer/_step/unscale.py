@@ -106,15 +106,31 @@ def _stack_groups(values: Sequence[Optional[tf.Tensor]],
   return [chunk for indices in groups.values() for chunk in _chunks(indices)]
 
 
+class _Chain:
+  """Makes the held products one after another: each cast waits for the sum
+  of the one before, so however the executor orders the kernels, one float32
+  product at a time waits for its sum (the finite check reads the sums)."""
+
+  def __init__(self, record: provenance.Provenance, inverse: tf.Tensor):
+    self._record, self._inverse = record, inverse
+    self._last_total: List[tf.Tensor] = []
+
+  def product(self, source: tf.Tensor) -> tf.Tensor:
+    """`cast(source) * 1/S`, recorded with its sum."""
+    with tf.control_dependencies(self._last_total):
+      whole = tf.cast(source, tf.float32) * self._inverse
+    self._last_total = [tf.reduce_sum(whole)]
+    self._record.held[whole.ref()] = provenance.Held(
+        source, self._inverse, self._last_total[0])
+    return whole
+
+
 def _stack(values: List[tf.Tensor], sources: List[Optional[tf.Tensor]],
-           inverse: tf.Tensor, record: provenance.Provenance) -> tf.Tensor:
-  """The product of the stacked `values` and 1/S; records its held form."""
+           inverse: tf.Tensor, chain: _Chain) -> tf.Tensor:
+  """The product of the stacked `values` and 1/S (held, if `sources`)."""
   if sources[0] is None:
     return _unscale_dense(tf.stack(values, name="stacked_gradients"), inverse)
-  held = provenance.Held(tf.stack(sources, name="stacked_gradients"), inverse)
-  whole = _from_held(held)
-  record.held[whole.ref()] = held
-  return whole
+  return chain.product(tf.stack(sources, name="stacked_gradients"))
 
 
 def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor,
@@ -145,21 +161,28 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor,
             tf.convert_to_tensor(tensors.values(grad)) for grad in grads]
   sources = [_source_16_bit(value) if stack else None for value in values]
   record = provenance.of()  # Of the default graph, where all this is built.
+  chain = _Chain(record, inverse)
   unscaled = list(values)
-  for indices in _stack_groups(values, sources) if stack else ():
+  # Last variables first: backprop makes their gradients first.
+  groups = _stack_groups(values, sources) if stack else []
+  for indices in sorted(groups, key=lambda indices: -indices[0]):
     whole = _stack([values[i] for i in indices],
-                   [sources[i] for i in indices], inverse, record)
+                   [sources[i] for i in indices], inverse, chain)
     made = provenance.Stack(whole, tuple(tf.unstack(
         whole, num=len(indices), name="unscaled_gradients")))
     for position, (index, piece) in enumerate(zip(indices, made.slices)):
       unscaled[index] = piece
       record.stacks[piece.ref()] = (made, position)
-  for index, value in enumerate(values):
-    if value is not None and unscaled[index] is value:
+  for index in reversed(range(len(values))):
+    value, source = values[index], sources[index]
+    if value is None or unscaled[index] is not value:
+      continue
+    if source is not None and finite.group_key(value) is None:
+      unscaled[index] = chain.product(source)  # Large: checked on its own.
+    else:
       unscaled[index] = _unscale_dense(value, inverse)
-      if sources[index] is not None:
-        record.held[unscaled[index].ref()] = provenance.Held(sources[index],
-                                                             inverse)
+      if source is not None:  # Small: the check adds it to others first.
+        record.held[unscaled[index].ref()] = provenance.Held(source, inverse)
   for value in unscaled:
     if value is not None:
       record.unscaled[value.ref()] = loss_scale

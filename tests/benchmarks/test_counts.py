@@ -1,9 +1,12 @@
-"""Loss scaling adds a fixed number of kernels and ops, whatever N is.
+"""Loss scaling adds a fixed number of ops, and kernels that do not grow with N.
 
 Counted, not timed (so independent of load): the train ops of
 `benchmarks/scaling.py` on a chain of N layers of 32x32, in fresh graphs.
 Kernels are the nodes a traced step ran (FULL_TRACE step stats); ops are
-the nodes of the GraphDef.
+the nodes of the GraphDef. Fewer kernels run as N grows: the float32
+gradients of the chain are casts of float16 ones, which the unscale holds
+and casts itself behind the gate, so the casts backprop built per variable
+(and what only they fed) never run: 2 kernels fewer per variable than bare.
 """
 
 from absl.testing import parameterized
@@ -38,7 +41,7 @@ class CountsTest(parameterized.TestCase):
 
   @parameterized.named_parameters(("sgd", "sgd", SIZES),
                                   ("adam", "adam", SIZES[:2]))
-  def test_kernels_and_ops_added_do_not_grow_with_variables(self, inner,
+  def test_ops_added_are_constant_and_kernels_added_do_not_grow(self, inner,
                                                             sizes):
     added = {name: [] for name in ("ours", "ours_fixed")}
     for size in sizes:
@@ -47,8 +50,11 @@ class CountsTest(parameterized.TestCase):
         kernels, ops = _counts(size, inner, name)
         rows.append((kernels - bare_kernels, ops - bare_ops))
     for name, rows in added.items():
-      self.assertLen(set(rows), 1, f"{name}: (kernels, ops) added at "
-                     f"N={sizes}: {rows}")
+      kernels = [kernels for kernels, _ in rows]
+      self.assertLen({ops for _, ops in rows}, 1,
+                     f"{name}: ops added at N={sizes}: {rows}")
+      self.assertEqual(kernels, sorted(kernels, reverse=True),
+                       f"{name}: kernels added at N={sizes}: {rows}")
     self.assertLessEqual(added["ours_fixed"][0][0], FIXED_LIMIT)
     self.assertLessEqual(added["ours"][0][0], DYNAMIC_LIMIT)
 
