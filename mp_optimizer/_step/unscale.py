@@ -7,7 +7,9 @@ of a few thousand small variables then runs a few kernels for the unscale,
 not one per variable, and the finite check reads the stacks whole
 (`managers.all_finite` finds them in the record). A group is cut into
 `STACK_CHUNKS` stacks of consecutive gradients (which backprop makes
-together in a stack of layers), each made once its own gradients exist.
+together in a stack of layers), each made once its own gradients exist:
+a constant number of kernels, and the float32 product of one stack, which
+the check reads before the gate, is an eighth of the group's.
 Gradients above `managers.finite.GROUP_MAX_ELEMENTS` entries, or of unknown
 shape (most sparse gradients), are multiplied one by one: stacking them
 would cost a copy and save no kernel worth it.
@@ -19,19 +21,22 @@ cast to float16 or bfloat16), so what is held is that 16-bit source, half
 the bytes:
 
 ```
-before the verdict:  held  = stack of the 16-bit sources (or one source)
-                     whole = cast(held, float32) * (1/S)   # read by the check
-                                                           # only, then freed
+before the verdict:  held  = stack of the 16-bit sources (or one large one)
+                     whole = cast(held, float32) * (1/S)  # after the last sum
+                     total = reduce_sum(whole)  # what the check reads
 behind the gate:     cast(held, float32) * (1/S), unstacked  # what applies
 ```
 
 Both products are the arithmetic the unscale of the float32 gradients does
 (a cast of a 16-bit number to float32 is exact, and stacking before or after
 it moves the same bits), so the update gets the same bits and the check
-sees the same values. `unscale` records each held form in the graph's
-record (`provenance.Held`); `behind_gate`, called by the step under the
-gate's pivot, builds the second product for the gradients that are still
-the ones `unscale` made. Only a step that may be skipped stacks or holds
+sees the same sums. Each product waits for the sum of the one made before
+it (last variables first, as backprop makes them), so whatever order the
+executor picks, one float32 product at a time waits for its sum. `unscale`
+records each held form and its sum in the graph's record
+(`provenance.Held`); `behind_gate`, called by the step under the gate's
+pivot, builds the second product for the gradients that are still the ones
+`unscale` made. Only a step that may be skipped stacks or holds
 (its updates wait for the check anyway); one that applies every step
 unscales each gradient on its own, so that each update can start as soon
 as its gradient exists.
@@ -52,7 +57,7 @@ from mp_optimizer.managers import finite
 SMALLEST_NORMAL_RECIPROCAL = 2.0**-126
 
 # Stacks per group of alike gradients, at most (see the module docstring).
-STACK_CHUNKS = 4
+STACK_CHUNKS = 8
 
 _SIXTEEN_BITS = (tf.float16, tf.bfloat16)
 
