@@ -11,7 +11,7 @@ Gradients that are all the slices of one stack the optimizer's unscale made
 (it hands out small gradients as slices of one product, and records each
 stack in the graph's `_internal.provenance` record) are checked on that
 product: one `reduce_sum` for all of them. Where the unscale summed a
-product already (a stack or a large gradient cast from 16 bits, which it
+product already (a stack or a gradient cast from 16 bits, which it
 holds in 16 bits until the gate: `_internal.provenance.Held`), that sum is
 read instead, so the float32 product has one reader and is freed at once. Only recorded stacks count: the
 slices of any other `tf.unstack` are checked as gradients of their own. Other gradients of
@@ -88,7 +88,7 @@ def _groups(grads: Iterable[Gradient]
       continue
     value = _summable(value)
     key = group_key(value)
-    if key is None and provenance.total_of(value) is not None:
+    if provenance.total_of(value) is not None:
       totals.append(provenance.total_of(value))
     elif key is None:
       groups.append([value])

@@ -9,7 +9,8 @@ not one per variable, and the finite check reads the stacks whole
 `STACK_CHUNKS` stacks of consecutive gradients (which backprop makes
 together in a stack of layers), each made once its own gradients exist:
 a constant number of kernels, and the float32 product of one stack, which
-the check reads before the gate, is an eighth of the group's.
+the check reads before the gate, is an eighth of the group's (a group of
+eight or fewer held gradients is not stacked, see below).
 Gradients above `managers.finite.GROUP_MAX_ELEMENTS` entries, or of unknown
 shape (most sparse gradients), are multiplied one by one: stacking them
 would cost a copy and save no kernel worth it.
@@ -21,7 +22,7 @@ cast to float16 or bfloat16), so what is held is that 16-bit source, half
 the bytes:
 
 ```
-before the verdict:  held  = stack of the 16-bit sources (or one large one)
+before the verdict:  held  = stack of the 16-bit sources (or one alone)
                      whole = cast(held, float32) * (1/S)  # after the last sum
                      total = reduce_sum(whole)  # what the check reads
 behind the gate:     cast(held, float32) * (1/S), unstacked  # what applies
@@ -83,16 +84,19 @@ def _from_held(held: provenance.Held) -> tf.Tensor:
   return tf.cast(held.source, tf.float32) * held.inverse
 
 
-def _chunks(indices: List[int]) -> List[List[int]]:
+def _chunks(indices: List[int], held: bool) -> List[List[int]]:
   """`indices` cut into `STACK_CHUNKS` runs of about equal length.
 
-  Fewer runs when there are too few indices for two in each; none of one.
+  Fewer runs when there are too few indices: as many as indices if `held`
+  (their float32 product waits for its sum, the smaller the better), else
+  two in each. Runs of one are left out (not stacked).
   """
-  count = min(STACK_CHUNKS, len(indices) // 2)
+  count = min(STACK_CHUNKS, len(indices) if held else len(indices) // 2)
   if not count:
     return []
   bounds = [len(indices) * i // count for i in range(count + 1)]
-  return [indices[start:end] for start, end in zip(bounds, bounds[1:])]
+  runs = [indices[start:end] for start, end in zip(bounds, bounds[1:])]
+  return [run for run in runs if len(run) > 1]
 
 
 def _stack_groups(values: Sequence[Optional[tf.Tensor]],
@@ -108,7 +112,8 @@ def _stack_groups(values: Sequence[Optional[tf.Tensor]],
     if key is not None:
       key += (None if source is None else source.dtype,)
       groups.setdefault(key, []).append(index)
-  return [chunk for indices in groups.values() for chunk in _chunks(indices)]
+  return [chunk for key, indices in groups.items()
+          for chunk in _chunks(indices, held=key[-1] is not None)]
 
 
 class _Chain:
@@ -182,12 +187,8 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor,
     value, source = values[index], sources[index]
     if value is None or unscaled[index] is not value:
       continue
-    if source is not None and finite.group_key(value) is None:
-      unscaled[index] = chain.product(source)  # Large: checked on its own.
-    else:
-      unscaled[index] = _unscale_dense(value, inverse)
-      if source is not None:  # Small: the check adds it to others first.
-        record.held[unscaled[index].ref()] = provenance.Held(source, inverse)
+    unscaled[index] = (_unscale_dense(value, inverse) if source is None
+                       else chain.product(source))
   for value in unscaled:
     if value is not None:
       record.unscaled[value.ref()] = loss_scale
