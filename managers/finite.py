@@ -10,7 +10,10 @@ non-finite entry.
 Gradients that are all the slices of one stack the optimizer's unscale made
 (it hands out small gradients as slices of one product, and records each
 stack in the graph's `_internal.provenance` record) are checked on that
-product: one `reduce_sum` for all of them. Only recorded stacks count: the
+product: one `reduce_sum` for all of them. Where the unscale summed a
+product already (a stack or a gradient cast from 16 bits, which it
+holds in 16 bits until the gate: `_internal.provenance.Held`), that sum is
+read instead, so the float32 product has one reader and is freed at once. Only recorded stacks count: the
 slices of any other `tf.unstack` are checked as gradients of their own. Other gradients of
 one static shape, dtype and device are first added elementwise with `add_n`,
 then reduced with one `reduce_sum` per group, so a model with many variables
@@ -68,11 +71,16 @@ def group_key(values: tf.Tensor) -> Optional[Tuple]:
   return (tuple(shape.as_list()), values.dtype, values.device)
 
 
-def _groups(grads: Iterable[Gradient]) -> List[List[tf.Tensor]]:
-  """Splits non-None gradients into lists that `add_n` can add."""
+def _groups(grads: Iterable[Gradient]
+            ) -> Tuple[List[List[tf.Tensor]], List[tf.Tensor]]:
+  """Splits non-None gradients into lists that `add_n` can add, and the
+  sums the unscale made already (`provenance.total_of`)."""
   values = [tensors.values(grad) for grad in grads if grad is not None]
   stacks = provenance.whole_stacks(values)
-  groups = [[_summable(whole)] for whole, _ in stacks]
+  wholes = [whole for whole, _ in stacks]
+  totals = [provenance.total_of(whole) for whole in wholes]
+  groups = [[_summable(whole)]
+            for whole, total in zip(wholes, totals) if total is None]
   stacked = {index for _, indices in stacks for index in indices}
   grouped: Dict[Tuple, List[tf.Tensor]] = {}
   for index, value in enumerate(values):
@@ -80,14 +88,16 @@ def _groups(grads: Iterable[Gradient]) -> List[List[tf.Tensor]]:
       continue
     value = _summable(value)
     key = group_key(value)
-    if key is None:
+    if provenance.total_of(value) is not None:
+      totals.append(provenance.total_of(value))
+    elif key is None:
       groups.append([value])
     elif key in grouped:
       grouped[key].append(value)
     else:
       grouped[key] = [value]
       groups.append(grouped[key])
-  return groups
+  return groups, [total for total in totals if total is not None]
 
 
 def _add(tensors: List[tf.Tensor]) -> tf.Tensor:
@@ -112,8 +122,8 @@ def all_finite(grads: Iterable[Gradient]) -> tf.Tensor:
     summing dtype (see the module docstring).
   """
   sums_by_dtype: Dict[tf.DType, List[tf.Tensor]] = {}
-  for group in _groups(grads):
-    group_sum = tf.reduce_sum(_add(group))
+  groups, totals = _groups(grads)
+  for group_sum in totals + [tf.reduce_sum(_add(group)) for group in groups]:
     sums_by_dtype.setdefault(group_sum.dtype, []).append(group_sum)
   if not sums_by_dtype:
     return tf.constant(True, name="all_finite")

@@ -5,8 +5,9 @@ the parts that need to know what they made run later, in `apply_gradients`
 or a user's `get_unscaled_gradients`: the checks of the gradients
 (`_step.checks`), the S a step uses (`_step.reads`), the finite check and
 the telemetry (the stacks to read whole), the overflow report (the losses
-behind the gradients). They learn it here, from one record per graph that
-`_step.scaling` writes as it builds, never by matching the graph's op types.
+behind the gradients), the apply behind the gate (the 16-bit forms to
+unscale again there). They learn it here, from one record per graph that
+`_step.scaling` and `_step.unscale` write as they build, never by matching the graph's op types.
 
 ```
 record = provenance.of(graph)        # made on first use: the writers
@@ -40,6 +41,25 @@ class Stack:
   slices: Tuple[tf.Tensor, ...]
 
 
+@dataclasses.dataclass(frozen=True)
+class Held:
+  """What an unscaled gradient (or stack) is made from, held until the gate.
+
+  The float32 product is `cast(source, float32) * inverse`; a step that
+  applies it makes that product again behind its gate (`_step.unscale`).
+
+  Attributes:
+    source: The 16-bit gradient (or stack of them) the product is cast from.
+    inverse: The float32 scalar 1/S it is multiplied by (NaN for an S whose
+      reciprocal is not a normal float32).
+    total: The sum of the product's entries, made with it (the finite check
+      reads it rather than summing the product again), or None.
+  """
+  source: tf.Tensor
+  inverse: tf.Tensor
+  total: Optional[tf.Tensor] = None
+
+
 @dataclasses.dataclass
 class Provenance:
   """What scaling and unscaling made in one graph.
@@ -52,6 +72,8 @@ class Provenance:
       it was unscaled with.
     stacks: Each slice of a stack `unscale` made -> that stack and the
       slice's position in it.
+    held: Each unscaled gradient or stack product that is the cast of a
+      16-bit source times 1/S -> that source and 1/S.
     scale_sources: `id`s of the optimizers' scale tensors and scale
       variables' handles (hand-written scaling reads them).
     allowed: How many `allow_unscaled_gradients()` blocks are open.
@@ -61,6 +83,7 @@ class Provenance:
   unscaled: Dict[Ref, tf.Tensor] = dataclasses.field(default_factory=dict)
   stacks: Dict[Ref, Tuple[Stack, int]] = dataclasses.field(
       default_factory=dict)
+  held: Dict[Ref, Held] = dataclasses.field(default_factory=dict)
   scale_sources: Set[int] = dataclasses.field(default_factory=set)
   allowed: int = 0
 
@@ -77,6 +100,12 @@ def recorded(graph: Optional[tf.Graph] = None) -> Provenance:
   """The record of `graph`, or an empty one (not kept) if it has none."""
   found = _RECORDS.peek(graph)
   return Provenance() if found is None else found
+
+
+def total_of(value: tf.Tensor) -> Optional[tf.Tensor]:
+  """The recorded sum of `value`'s entries (see `Held.total`), else None."""
+  held = recorded(value.graph).held.get(value.ref())
+  return None if held is None else held.total
 
 
 def whole_stacks(values: List[tf.Tensor]) -> List[Tuple[tf.Tensor, List[int]]]:

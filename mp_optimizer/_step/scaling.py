@@ -13,28 +13,13 @@ gradients that never saw S are let through. `_step.checks` and
 loss computed in bfloat16 only gets a warning (`warn_if_bfloat16_only`):
 its gradients cannot underflow.
 
-Small gradients of one shape, dtype and device are unscaled together: they
-are stacked, the stack is multiplied by 1/S once, and each variable gets its
-slice back (`tf.unstack`, whose slices share the product's buffer). A model
-of a few thousand small variables then runs a few kernels for the unscale,
-not one per variable, and the finite check reads the stacks whole
-(`managers.all_finite` finds them in the record). A stack is a copy, so a
-group is cut into `STACK_CHUNKS` stacks of consecutive gradients (which
-backprop makes together in a stack of layers): each is made once its own
-gradients exist, and a step holds about a quarter of them twice, not all
-(step memory 1.25x the gradients instead of 2x on a chain of layers run by
-one thread), for a constant number of kernels. Only a step that may be skipped stacks (its updates wait for the
-check anyway); one that applies every step unscales each gradient on its
-own, so that each update can start as soon as its gradient exists.
-Gradients above `managers.finite.GROUP_MAX_ELEMENTS` entries, or of unknown
-shape (most sparse gradients), are multiplied one by one: stacking them
-would cost a copy and save no kernel worth it.
+The unscale itself (stacks, and the 16-bit forms held until the gate) is
+`_step.unscale`; `unscale` is also reachable here.
 """
 
 import contextlib
 import warnings
-from typing import (Any, Dict, Iterable, Iterator, List, Optional, Sequence,
-                    Tuple, Union)
+from typing import Any, Iterable, Iterator, Optional, Union
 
 import tensorflow as tf
 
@@ -43,16 +28,8 @@ from mp_optimizer._internal import graph_walk
 from mp_optimizer._internal import provenance
 from mp_optimizer._internal import tensors
 from mp_optimizer._step import reads
-from mp_optimizer.managers import finite
+from mp_optimizer._step.unscale import unscale  # Its callers reach it here.
 from mp_optimizer._internal.tensors import Gradient
-
-# float32's smallest normal number, 2**-126. A scale above 2**126 has a
-# subnormal reciprocal, which TensorFlow flushes to zero on CPU: every unscaled
-# gradient would be exactly 0 and the step would pass as finite.
-SMALLEST_NORMAL_RECIPROCAL = 2.0**-126
-
-# Stacks per group of alike gradients, at most (see the module docstring).
-STACK_CHUNKS = 4
 
 
 def record_scale_source(loss_scale: Union[tf.Tensor, tf.Variable]) -> None:
@@ -180,79 +157,3 @@ def warn_if_bfloat16_only(loss: tf.Tensor) -> None:
         "underflow and loss scaling only adds work: use managers.NoLossScale() "
         "(the bfloat16 mode: no scale, non-finite steps still skipped).",
         UserWarning, stacklevel=tensors.user_stacklevel())
-
-
-def _unscale_dense(grad: tf.Tensor, inverse: tf.Tensor) -> tf.Tensor:
-  if grad.dtype == tf.float32:
-    return grad * inverse
-  if grad.dtype == tf.float64:
-    return grad * tf.cast(inverse, tf.float64)
-  # 16-bit gradients: 1/S may not be representable there; multiply in float32.
-  return tf.cast(tf.cast(grad, tf.float32) * inverse, grad.dtype)
-
-
-def _chunks(indices: List[int]) -> List[List[int]]:
-  """`indices` cut into `STACK_CHUNKS` runs of about equal length.
-
-  Fewer runs when there are too few indices for two in each; none of one.
-  """
-  count = min(STACK_CHUNKS, len(indices) // 2)
-  if not count:
-    return []
-  bounds = [len(indices) * i // count for i in range(count + 1)]
-  return [indices[start:end] for start, end in zip(bounds, bounds[1:])]
-
-
-def _stack_groups(values: Sequence[Optional[tf.Tensor]]) -> List[List[int]]:
-  """Indices of the values to unscale together (two or more alike each)."""
-  groups: Dict[Tuple, List[int]] = {}
-  for index, value in enumerate(values):
-    key = None if value is None else finite.group_key(value)
-    if key is not None:
-      groups.setdefault(key, []).append(index)
-  return [chunk for indices in groups.values() for chunk in _chunks(indices)]
-
-
-def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor,
-            stack: bool = True) -> List[Gradient]:
-  """Returns `grads` multiplied by 1/S, in float32.
-
-  `None` stays `None`. A `tf.IndexedSlices` stays sparse: only `.values` is
-  multiplied, its indices and dense shape are passed through. If 1/S is not a
-  normal float32 (S > 2**126, reachable with float32 gradients), 1/S is
-  replaced by NaN: the step then counts as an overflow (skipped, and the scale
-  shrinks) instead of applying all-zero gradients as if it were finite.
-
-  Args:
-    grads: Gradients of the scaled loss.
-    loss_scale: The float32 scalar scale that loss was multiplied by.
-    stack: Unscale small gradients of one shape together (see the module
-      docstring); False multiplies each gradient on its own. The values are
-      the same either way.
-
-  Returns:
-    A new list, one entry per gradient.
-  """
-  inverse = tf.math.reciprocal(loss_scale)
-  inverse = tf.where(inverse >= SMALLEST_NORMAL_RECIPROCAL, inverse,
-                     float("nan"), name="inverse_loss_scale")
-  values = [None if grad is None else
-            tf.convert_to_tensor(tensors.values(grad)) for grad in grads]
-  record = provenance.of()  # Of the default graph, where all this is built.
-  unscaled = list(values)
-  for indices in _stack_groups(values) if stack else ():
-    stacked = tf.stack([values[i] for i in indices], name="stacked_gradients")
-    whole = _unscale_dense(stacked, inverse)
-    made = provenance.Stack(whole, tuple(tf.unstack(
-        whole, num=len(indices), name="unscaled_gradients")))
-    for position, (index, piece) in enumerate(zip(indices, made.slices)):
-      unscaled[index] = piece
-      record.stacks[piece.ref()] = (made, position)
-  for index, value in enumerate(values):
-    if value is not None and unscaled[index] is value:
-      unscaled[index] = _unscale_dense(value, inverse)
-  for value in unscaled:
-    if value is not None:
-      record.unscaled[value.ref()] = loss_scale
-  return [None if grad is None else tensors.with_values(grad, new)
-          for grad, new in zip(grads, unscaled)]

@@ -43,6 +43,7 @@ from mp_optimizer._step import report
 from mp_optimizer._step import signal_record
 from mp_optimizer._step import summaries
 from mp_optimizer._step import telemetry
+from mp_optimizer._step import unscale
 from mp_optimizer._step.scaling import step_loss_scale
 from mp_optimizer._step.settings import StepSettings
 
@@ -119,6 +120,8 @@ class StepBuilder:
         self._strategy, pivot, self._apply_on_replica, grads))
 
   def _apply_on_replica(self, *grads: tensors.Gradient) -> tf.Operation:
+    # Behind the pivot: the held 16-bit gradients become float32 only here.
+    grads = unscale.behind_gate(grads)
     return self._settings.inner.apply_gradients(
         list(zip(grads, self._variables)), self._global_step, self._inner_name)
 

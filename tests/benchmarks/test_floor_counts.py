@@ -11,8 +11,11 @@ unscales before its check holds every float32 gradient until the finite
 flag exists, so its peak is at least G. The chunked
 prototype (`benchmarks.exact_skips`) holds at most one chunk twice (its
 stack and its product) besides G; the hold16 prototype holds 16-bit
-gradients only, so less than G. The library's own bound (its unscale cuts
-each group into four stacks) is asserted in `tests/benchmarks/test_memory.py`.
+gradients only, so less than G, and so does the library, which holds the
+16-bit gradients the float32 ones are cast from and casts them behind its
+gate (its bounds against bare are in `tests/benchmarks/test_memory.py`).
+The library therefore runs fewer kernels than bare as N grows (backprop's
+casts of the gradients never run): the kernels it adds do not grow.
 """
 
 import functools
@@ -61,6 +64,11 @@ class KernelsTest(parameterized.TestCase):
                                                             inner):
     added = [_built(name, size, inner).kernels -
              _built("bare", size, inner).kernels for size in SIZES]
+    self.assertLessEqual(added[1], added[0], f"kernels added at N={SIZES}")
+
+  def test_chunked_prototype_adds_the_same_kernels_at_every_size(self):
+    added = [_built("chunked", size).kernels - _built("bare", size).kernels
+             for size in SIZES]
     self.assertEqual(added[0], added[1], f"kernels added at N={SIZES}")
 
   def test_floor_adds_one_multiply_per_gradient(self):
@@ -71,18 +79,19 @@ class KernelsTest(parameterized.TestCase):
 
 class MemoryTest(parameterized.TestCase):
 
-  @parameterized.named_parameters(("floor", "switch"), ("chunked", "chunked"),
-                                  ("ours_fixed", "ours_fixed"),
-                                  ("ours_tf2", "ours_tf2"))
+  @parameterized.named_parameters(("floor", "switch"), ("chunked", "chunked"))
   def test_a_skip_unscaling_before_its_check_holds_every_gradient(self,
                                                                   name):
     size = SIZES[0]
     self.assertGreaterEqual(_built(name, size).trace.peak_bytes,
                             _gradient_bytes(size))
 
-  def test_hold16_prototype_holds_less_than_the_float32_gradients(self):
+  @parameterized.named_parameters(("hold16", "hold16"),
+                                  ("ours_fixed", "ours_fixed"),
+                                  ("ours_tf2", "ours_tf2"))
+  def test_holding_16_bit_gradients_stays_below_the_float32_ones(self, name):
     size = SIZES[0]
-    self.assertLess(_built("hold16", size).trace.peak_bytes,
+    self.assertLess(_built(name, size).trace.peak_bytes,
                     _gradient_bytes(size))
 
   def test_chunked_prototype_holds_at_most_one_chunk_twice(self):

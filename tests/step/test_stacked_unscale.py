@@ -1,6 +1,6 @@
 """Small gradients are unscaled together, to the same bits as one by one.
 
-`scaling.unscale` stacks small gradients of one shape (in up to four
+`scaling.unscale` stacks small gradients of one shape (in up to eight
 stacks of consecutive gradients), multiplies each stack by 1/S and hands
 each variable its slice; the finite check then reads the stacks whole. These tests compare the stacked unscale with the per-gradient
 one bit for bit (float32, float16, float64, scalars, sparse values, values
@@ -127,11 +127,11 @@ class StackedUnscaleTest(parameterized.TestCase):
                         if op.type == "Pack"], packs)
 
 
-  @parameterized.named_parameters(("forty", 40, [10, 10, 10, 10]),
+  @parameterized.named_parameters(("forty", 40, [5] * 8),
                                   ("nine", 9, [2, 2, 2, 3]),
                                   ("five", 5, [2, 3]),
                                   ("two", 2, [2]))
-  def test_a_group_is_cut_into_at_most_four_runs_of_consecutive_gradients(
+  def test_a_group_is_cut_into_at_most_eight_runs_of_consecutive_gradients(
       self, count, sizes):
     with tf.Graph().as_default():
       grads = [v1.placeholder(tf.float32, [4]) for _ in range(count)]

@@ -209,15 +209,15 @@ class CostTest(parameterized.TestCase):
   def test_reductions_added_do_not_grow_with_the_number_of_variables(self):
     reductions = ("Max", "Sum", "UnsortedSegmentSum")
     added = []
-    for layers in (8, 40):
+    for layers in (16, 40):  # From 16 on, eight stacks.
       on = _op_types(self._graph(layers, True))
       off = _op_types(self._graph(layers, False))
       added.append({t: on.get(t, 0) - off.get(t, 0) for t in reductions})
     self.assertEqual(added[0], added[1])
-    # Over the gradients' data: one max and one sum over each of the four
+    # Over the gradients' data: one max and one sum over each of the eight
     # stacks of same-shape gradients; the other max and sum reduce
     # per-variable scalars, and the segment sums per-group counts.
-    self.assertEqual(added[0], {"Max": 5, "Sum": 5, "UnsortedSegmentSum": 2})
+    self.assertEqual(added[0], {"Max": 9, "Sum": 9, "UnsortedSegmentSum": 2})
 
   def test_nothing_is_read_to_the_host(self):
     types = _op_types(self._graph(5, True))
