@@ -11,7 +11,7 @@ can (docs: Checkpoints). In a file the codemod converts to loss scaling
 | `tf.train.Saver(...)`, `tf.compat.v1.train.Saver(...)` (any spelling `resolve` resolves) | `mp_optimizer.Saver(...)` |
 | the same with a second positional argument, or `*args` | a finding: `mp_optimizer.Saver` takes the others by keyword |
 | `MonitoredTrainingSession(...)` without `scaffold=` | a notice: the `Scaffold` to pass |
-| `tf.estimator.EstimatorSpec(...)` without `scaffold=` | a notice: the `Scaffold` to pass |
+| `tf.estimator.EstimatorSpec(...)` with a `train_op`, without `scaffold=` | a notice: the `Scaffold` to pass |
 | `Scaffold(...)` without `saver=` | a notice: the `saver=` to pass |
 
 It rewrites no session, spec or scaffold: those notices say what to add.
@@ -41,7 +41,8 @@ _SESSION_FIX = ("scaffold=tf.compat.v1.train.Scaffold("
 _SPEC_FIX = ("scaffold=tf.compat.v1.train.Scaffold(saver=mp_optimizer.Saver("
              "sharded=True, defer_build=True, save_relative_paths=True))")
 # Calls that build a default Saver unless given one: the keyword that gives
-# it, and what to pass.
+# it, and what to pass. (An EstimatorSpec is reported only when it trains:
+# see `_trains`.)
 _DEFAULT_SAVERS = {
     **{f"{root}.train.MonitoredTrainingSession": ("scaffold", _SESSION_FIX)
        for root in _ROOTS},
@@ -100,10 +101,29 @@ class SaverPass(passes.ReportingPass, cst.CSTTransformer):
                                 arg.keyword.value == keyword)
            for arg in call.args):
       return
+    if keyword == "scaffold" and "EstimatorSpec" in source_text(call.func) \
+        and not _trains(call):
+      return
     self._report(call, f"`{source_text(call.func)}(...)` has no `{keyword}=`: "
                  "the Saver it builds cannot restore a checkpoint without "
                  "loss-scale state (a float32 run's); to continue one, pass "
                  f"`{fix}` (docs: Checkpoints)", needs_human=False)
+
+
+def _trains(spec: cst.Call) -> bool:
+  """Whether an `EstimatorSpec(...)` call passes a `train_op` (by keyword,
+  or fourth by position, or through `*`). A PREDICT or EVAL spec builds no
+  optimizer, so its graph holds no loss-scale state and its Saver restores
+  any checkpoint: it gets no notice."""
+  positional = 0
+  for arg in spec.args:
+    if arg.star == "*":
+      return True
+    if arg.keyword is None and not arg.star:
+      positional += 1
+    elif arg.keyword is not None and arg.keyword.value == "train_op":
+      return True
+  return positional >= 4
 
 
 def rewrite(module: cst.Module, conversion: passes.Conversion

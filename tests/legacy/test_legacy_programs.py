@@ -68,6 +68,7 @@ CONVERSIONS = {
          "managers.FixedLossScale("),
         ("tf.compat.v1.mixed_precision.MixedPrecisionLossScaleOptimizer(",
          "mp_optimizer.MixedPrecisionLossScaleOptimizer("),
+        ("saver = v1.train.Saver()", "saver = mp_optimizer.Saver()"),
     ],
 }
 
@@ -122,7 +123,9 @@ class LegacyProgramsTest(converted_files.ConvertedFilesTest):
     self.assertEqual(out.splitlines(),
                      [f"rewrote {self.dir / name}" for name in sorted(CONVERSIONS)])
     # No finding; a notice where TF's fixed scale (which applied NaN/Inf
-    # steps) is converted, and one for the hand-written float32 getter.
+    # steps) is converted, one for the hand-written float32 getter, one for
+    # the Saver rewritten, and one for the training EstimatorSpec (its
+    # PREDICT and EVAL specs build no scale state: no notice).
     skips = ("now skips steps with NaN/Inf gradients where TensorFlow "
              "applied them; to keep TensorFlow's behaviour write ")
     self.assertEqual(err.splitlines(), [
@@ -143,10 +146,22 @@ class LegacyProgramsTest(converted_files.ConvertedFilesTest):
         "number, the fixed scale `loss_scale=loss_scale` " + skips +
         "`loss_scale=managers.FixedLossScale(loss_scale, "
         "skip_nonfinite_steps=False)`",
+        f"{self.dir / 'estimator_model.py'}:84: notice: "
+        "`tf.estimator.EstimatorSpec(...)` has no `scaffold=`: the Saver it "
+        "builds cannot restore a checkpoint without loss-scale state (a "
+        "float32 run's); to continue one, pass `scaffold=tf.compat.v1.train."
+        "Scaffold(saver=mp_optimizer.Saver(sharded=True, defer_build=True, "
+        "save_relative_paths=True))` (docs: Checkpoints)",
         f"{self.dir / 'train_fp16.py'}:51: notice: "
         "`FixedLossScale(float(loss_scale))` " + skips +
         "`managers.FixedLossScale(float(loss_scale), "
-        "skip_nonfinite_steps=False)`"])
+        "skip_nonfinite_steps=False)`",
+        f"{self.dir / 'train_fp16.py'}:96: notice: `v1.train.Saver(...)` -> "
+        "`mp_optimizer.Saver(...)`: mp_optimizer.Saver saves the same keys "
+        "and also restores a checkpoint without loss-scale state (a float32 "
+        "run's), starting the scale from the manager's initial values with "
+        "one warning line, where TensorFlow's Saver stops with NotFoundError "
+        "(docs: Checkpoints)"])
 
   @parameterized.named_parameters(*[(n.split(".")[0], n) for n in CONVERSIONS])
   def test_conversion_changes_exactly_the_legacy_lines(self, name):

@@ -109,12 +109,26 @@ class SaverTest(one_file.OneFileTest):
       ("session_with_scaffold", TF + CONTRIB_OPTIMIZER +
        "sess = tf.train.MonitoredTrainingSession(scaffold=s)\n"
        "spec = tf.estimator.EstimatorSpec(mode, **kwargs)\n"),
+      # PREDICT and EVAL specs build no optimizer, so no scale state.
+      ("predict_and_eval_specs", TF + CONTRIB_OPTIMIZER +
+       "spec = tf.estimator.EstimatorSpec(mode, predictions={'p': p})\n"
+       "spec = tf.estimator.EstimatorSpec(mode, loss=loss, eval_metric_ops=m)\n"),
   )
   def test_left_alone(self, text):
     status, converted, lines = self._migrate(text)
     self.assertFalse([line for line in lines if "Saver" in line or
                       "scaffold" in line], lines)
     self.assertEqual(converted.splitlines()[-2:], text.splitlines()[-2:])
+    self.assertEqual(status, 0)
+
+  @parameterized.named_parameters(
+      ("keyword", "tf.estimator.EstimatorSpec(mode, loss=l, train_op=t)\n"),
+      ("fourth_by_position", "tf.estimator.EstimatorSpec(mode, None, l, t)\n"),
+      ("star_args", "tf.estimator.EstimatorSpec(*spec_args)\n"))
+  def test_a_training_spec_gets_the_notice(self, line):
+    status, _, lines = self._migrate(TF + CONTRIB_OPTIMIZER + "spec = " + line)
+    self.assertLen([found for found in lines if "has no `scaffold=`" in found],
+                   1, lines)
     self.assertEqual(status, 0)
 
   def test_bfloat16_switch_of_converted_code_writes_ours(self):
