@@ -18,7 +18,7 @@ It rewrites no session, spec or scaffold: those notices say what to add.
 A call given `**kwargs` may carry the argument: it gets no notice.
 """
 
-from typing import List, Tuple
+from typing import Callable, List, Tuple
 
 import libcst as cst
 from libcst import metadata
@@ -40,18 +40,40 @@ _SESSION_FIX = ("scaffold=tf.compat.v1.train.Scaffold("
                 "saver=mp_optimizer.Saver(sharded=True))")
 _SPEC_FIX = ("scaffold=tf.compat.v1.train.Scaffold(saver=mp_optimizer.Saver("
              "sharded=True, defer_build=True, save_relative_paths=True))")
+
+
+def _always(_: cst.Call) -> bool:
+  return True
+
+
+def _trains(spec: cst.Call) -> bool:
+  """Whether an `EstimatorSpec(...)` call passes a `train_op` (by keyword,
+  or fourth by position, or through `*`). A PREDICT or EVAL spec builds no
+  optimizer, so its graph holds no loss-scale state and its Saver restores
+  any checkpoint: it gets no notice."""
+  positional = 0
+  for arg in spec.args:
+    if arg.star == "*":
+      return True
+    if arg.keyword is None and not arg.star:
+      positional += 1
+    elif arg.keyword is not None and arg.keyword.value == "train_op":
+      return True
+  return positional >= 4
+
+
 # Calls that build a default Saver unless given one: the keyword that gives
-# it, and what to pass. (An EstimatorSpec is reported only when it trains:
-# see `_trains`.)
+# it, what to pass, and which of those calls build one that meets scale
+# state.
 _DEFAULT_SAVERS = {
-    **{f"{root}.train.MonitoredTrainingSession": ("scaffold", _SESSION_FIX)
-       for root in _ROOTS},
-    **{f"{root}.estimator.EstimatorSpec": ("scaffold", _SPEC_FIX)
+    **{f"{root}.train.MonitoredTrainingSession": (
+        "scaffold", _SESSION_FIX, _always) for root in _ROOTS},
+    **{f"{root}.estimator.EstimatorSpec": ("scaffold", _SPEC_FIX, _trains)
        for root in _ROOTS},
     **{f"{root}.train.Scaffold": (
         "saver", "saver=mp_optimizer.Saver(sharded=True)` (for an "
         "Estimator: `saver=mp_optimizer.Saver(sharded=True, defer_build=True, "
-        "save_relative_paths=True)")
+        "save_relative_paths=True)", _always)
        for root in _ROOTS},
 }
 
@@ -96,34 +118,17 @@ class SaverPass(passes.ReportingPass, cst.CSTTransformer):
                  needs_human=False)
     return updated.with_changes(func=ours)
 
-  def _default_saver(self, call: cst.Call, keyword: str, fix: str) -> None:
-    if any(arg.star == "**" or (arg.keyword is not None and
-                                arg.keyword.value == keyword)
-           for arg in call.args):
-      return
-    if keyword == "scaffold" and "EstimatorSpec" in source_text(call.func) \
-        and not _trains(call):
+  def _default_saver(self, call: cst.Call, keyword: str, fix: str,
+                     applies: Callable[[cst.Call], bool]) -> None:
+    if not applies(call) or any(
+        arg.star == "**" or (arg.keyword is not None and
+                             arg.keyword.value == keyword)
+        for arg in call.args):
       return
     self._report(call, f"`{source_text(call.func)}(...)` has no `{keyword}=`: "
                  "the Saver it builds cannot restore a checkpoint without "
                  "loss-scale state (a float32 run's); to continue one, pass "
                  f"`{fix}` (docs: Checkpoints)", needs_human=False)
-
-
-def _trains(spec: cst.Call) -> bool:
-  """Whether an `EstimatorSpec(...)` call passes a `train_op` (by keyword,
-  or fourth by position, or through `*`). A PREDICT or EVAL spec builds no
-  optimizer, so its graph holds no loss-scale state and its Saver restores
-  any checkpoint: it gets no notice."""
-  positional = 0
-  for arg in spec.args:
-    if arg.star == "*":
-      return True
-    if arg.keyword is None and not arg.star:
-      positional += 1
-    elif arg.keyword is not None and arg.keyword.value == "train_op":
-      return True
-  return positional >= 4
 
 
 def rewrite(module: cst.Module, conversion: passes.Conversion
