@@ -16,6 +16,7 @@ from mp_optimizer import managers
 from mp_optimizer._internal import tensors
 from mp_optimizer._step import reads
 from mp_optimizer._step import scaling
+from mp_optimizer._step import unscale
 from mp_optimizer._step.scaling import read_loss_scale
 
 
@@ -109,7 +110,7 @@ class KerasStyleNames:
     loss_scale = reads.read_behind("scaled", grads)
     if loss_scale is None:
       loss_scale = read_loss_scale(self.loss_scale_manager)
-    return scaling.unscale(grads, loss_scale,
+    return unscale.unscale(grads, loss_scale,
                            stack=self.loss_scale_manager.skips_nonfinite_steps)
 
   def check_finite(self, grads: Iterable[tensors.Gradient]) -> tf.Tensor:

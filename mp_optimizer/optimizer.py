@@ -12,6 +12,7 @@ from mp_optimizer._internal import tracking
 from mp_optimizer._step import pairs
 from mp_optimizer._step import report
 from mp_optimizer._step import scaling
+from mp_optimizer._step import unscale
 from mp_optimizer._step import settings
 from mp_optimizer._step import step
 
@@ -155,7 +156,7 @@ class LossScaleOptimizer(tracking.RestoresBareOptimizer,
         grad_loss=grad_loss)
     if not scales:  # Nothing to undo.
       return grads_and_vars
-    grads = scaling.unscale([g for g, _ in grads_and_vars], loss_scale,
+    grads = unscale.unscale([g for g, _ in grads_and_vars], loss_scale,
                             stack=self._manager.skips_nonfinite_steps)
     return list(zip(grads, [v for _, v in grads_and_vars]))
 

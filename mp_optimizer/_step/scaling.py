@@ -14,7 +14,7 @@ loss computed in bfloat16 only gets a warning (`warn_if_bfloat16_only`):
 its gradients cannot underflow.
 
 The unscale itself (stacks, and the 16-bit forms held until the gate) is
-`_step.unscale`; `unscale` is also reachable here.
+`_step.unscale`.
 """
 
 import contextlib
@@ -28,7 +28,6 @@ from mp_optimizer._internal import graph_walk
 from mp_optimizer._internal import provenance
 from mp_optimizer._internal import tensors
 from mp_optimizer._step import reads
-from mp_optimizer._step.unscale import unscale  # Its callers reach it here.
 from mp_optimizer._internal.tensors import Gradient
 
 

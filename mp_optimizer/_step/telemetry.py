@@ -30,7 +30,7 @@ measures the gradients it checks (unscaled, before any clip):
 measured as the unscale left them: entries it rounded to 0 count as zero.
 
 Cost: two reductions over the gradients, on the stacks the unscale made
-(`scaling.unscale`, found in the graph's `_internal.provenance` record) or
+(`unscale.unscale`, found in the graph's `_internal.provenance` record) or
 else per gradient: one `max` of |g|, then one `sum`
 of [(g / amax)**2, |g| <= 2**-25 / S] per variable, with several replicas
 summed across them; the elementwise work around them (|g|, the square, the

@@ -1,6 +1,6 @@
 """Small gradients are unscaled together, to the same bits as one by one.
 
-`scaling.unscale` stacks small gradients of one shape (in up to eight
+`unscale.unscale` stacks small gradients of one shape (in up to eight
 stacks of consecutive gradients), multiplies each stack by 1/S and hands
 each variable its slice; the finite check then reads the stacks whole. These tests compare the stacked unscale with the per-gradient
 one bit for bit (float32, float16, float64, scalars, sparse values, values
@@ -14,7 +14,7 @@ import tensorflow as tf
 from mp_optimizer import managers
 from mp_optimizer.managers import finite
 import mp_optimizer
-from mp_optimizer._step import scaling
+from mp_optimizer._step import unscale
 
 v1 = tf.compat.v1
 NAN, INF = float("nan"), float("inf")
@@ -78,8 +78,8 @@ class StackedUnscaleTest(parameterized.TestCase):
     with tf.Graph().as_default() as graph:
       feeds, grads = _sources(np.random.RandomState(0))
       loss_scale = v1.placeholder_with_default(np.float32(scale), [])
-      stacked = scaling.unscale(grads, loss_scale)
-      alone = scaling.unscale(grads, loss_scale, stack=False)
+      stacked = unscale.unscale(grads, loss_scale)
+      alone = unscale.unscale(grads, loss_scale, stack=False)
       self.assertIsNone(stacked[-1])
       for got, want in zip(stacked[:-1], alone[:-1]):
         self.assertIsInstance(got, type(want))
@@ -96,7 +96,7 @@ class StackedUnscaleTest(parameterized.TestCase):
     with tf.Graph().as_default() as graph:
       _, grads = _sources(np.random.RandomState(0))
       start = len(graph.get_operations())
-      result = scaling.unscale(grads, tf.constant(2.0**12))
+      result = unscale.unscale(grads, tf.constant(2.0**12))
       made = graph.get_operations()[start:]
     packs = [op for op in made if op.type == "Pack"]
     # (32, 32) x5 in stacks of 2 and 3, (7,) x3 in one, () x4 in two of 2,
@@ -135,7 +135,7 @@ class StackedUnscaleTest(parameterized.TestCase):
       self, count, sizes):
     with tf.Graph().as_default():
       grads = [v1.placeholder(tf.float32, [4]) for _ in range(count)]
-      result = scaling.unscale(grads, tf.constant(2.0**12))
+      result = unscale.unscale(grads, tf.constant(2.0**12))
     packs = {}  # Each Pack -> the indices of the gradients it stacked.
     for index, grad in enumerate(result):
       self.assertEqual(grad.op.type, "Unpack")
@@ -159,7 +159,7 @@ class StackedCheckTest(parameterized.TestCase):
       source = v1.placeholder(tf.float32, [count, 4, 4])
       slices = tf.unstack(source)
       if unscaled:
-        slices = scaling.unscale(slices, tf.constant(1.0))
+        slices = unscale.unscale(slices, tf.constant(1.0))
       start = len(graph.get_operations())
       flag = managers.all_finite(slices[:keep])
       made = graph.get_operations()[start:]
