@@ -162,12 +162,15 @@ NEWEST_ONLY := tests/test_demo.py tests/benchmarks/test_smoke.py
 
 # Temporary files (pytest's and absltest's) go to a folder removed after.
 # Tests are handed to the JOBS processes a class at a time (`loadscope`), so
-# a class's setUpClass (a cluster, a demo run) runs once, in one process.
+# a class's setUpClass (a cluster, a demo run) runs once, in one process;
+# in collection order (not xdist's most-tests-first), which tests/conftest.py
+# starts with the classes marked `long_run`, so no process ends alone on one.
 # The ten slowest tests are listed at the end, with the run's load average.
 test-%: $(VENV)/tf%/.ready
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	    TMPDIR=$$tmp $(VENV)/tf$*/bin/python -m pytest $(TESTS) -q \
-	    -p no:cacheprovider -n $(JOBS) --dist loadscope --durations=10 \
+	    -p no:cacheprovider -n $(JOBS) --dist loadscope --no-loadscope-reorder \
+	    --durations=10 \
 	    $(if $(filter $*,$(OLDEST)),$(addprefix --ignore=,$(NEWEST_ONLY))) \
 	    $(PYTEST_ARGS); status=$$?; \
 	    echo "load average: $$(cut -d' ' -f1-3 /proc/loadavg)"; exit $$status

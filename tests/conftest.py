@@ -1,4 +1,12 @@
-"""Test-session settings: quiet TensorFlow logs, register markers and options."""
+"""Test-session settings: quiet TensorFlow logs, markers, options, order.
+
+The suites hand tests to their processes a class at a time, in collection
+order (`--dist loadscope --no-loadscope-reorder`). A class marked
+`long_run` (it runs a whole program: a demo, a benchmark, a cluster) is
+moved to the front, so the processes start with the long classes and share
+the short ones at the end, rather than one process running a long class
+alone while the other has finished.
+"""
 
 import os
 
@@ -12,6 +20,9 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
   config.addinivalue_line("markers", "soak: long-running soak test (make soak)")
+  config.addinivalue_line(
+      "markers", "long_run: a class that runs a whole program for tens of "
+      "seconds; the suite starts it first")
   # absltest helpers such as create_tempdir() read absl flags, which pytest
   # never parses; their defaults are what the tests want.
   from absl import flags  # pylint: disable=import-outside-toplevel
@@ -20,6 +31,8 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
   import pytest  # pylint: disable=import-outside-toplevel
+  # Stable: classes keep their order within each of the two groups.
+  items.sort(key=lambda item: item.get_closest_marker("long_run") is None)
   if config.getoption("--run-soak"):
     return
   skip = pytest.mark.skip(reason="soak test: run with `make soak`")

@@ -17,6 +17,7 @@ import os
 
 from absl.testing import parameterized
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from mp_optimizer import managers
@@ -106,6 +107,7 @@ MODES = {
 }
 
 
+@pytest.mark.long_run
 class PrecisionCheckpointTest(parameterized.TestCase):
 
   def _run(self, mode):

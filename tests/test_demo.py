@@ -27,6 +27,7 @@ import tempfile
 from absl.testing import absltest
 from absl.testing import parameterized
 from matplotlib import image
+import pytest
 import tensorflow as tf
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -68,6 +69,7 @@ def read_events(path):
   return scalars
 
 
+@pytest.mark.long_run
 class DigitsDemoTest(parameterized.TestCase):
 
   @classmethod

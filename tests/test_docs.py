@@ -21,6 +21,7 @@ import sys
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import pytest
 
 import mp_optimizer
 from mp_optimizer import contrib
@@ -71,6 +72,7 @@ def _directives():
           for name in page.directives()}
 
 
+@pytest.mark.long_run
 class ProgramsTest(parameterized.TestCase):
 
   def test_there_are_programs_and_shown_outputs(self):

@@ -15,6 +15,7 @@ import sys
 
 from absl.testing import parameterized
 from PIL import Image
+import pytest
 import tensorflow as tf
 
 from examples import bert_pretraining
@@ -66,6 +67,7 @@ class ExamplesTest(parameterized.TestCase):
       self.assertLessEqual(mine[-1][4], skipped)
 
 
+@pytest.mark.long_run
 class BertDemoTest(parameterized.TestCase):
   """`make bert-demo`: the amax-set scale against the exponential one."""
 

@@ -59,39 +59,65 @@ class MakefileTest(parameterized.TestCase):
         if "bin/python" in line:
           self.assertIn(".venv/tf2.21/bin/python", line)
 
-  def test_a_class_set_up_once_runs_in_one_process(self):
-    """With the suites' own pytest-xdist options, a class's tests share one
-    process, so its setUpClass (a cluster, a demo run) runs once."""
+  def _run_with_suite_options(self, module: str, conftest: bool = False):
+    """Runs `module` (a test file's text) with the suites' pytest-xdist
+    options, and with tests/conftest.py if `conftest`; each test appends
+    `note(what)` lines to a log. Returns [(what, pid)] in the log's order."""
     line = _pytest_lines(_dry_run("test-2.21"))[0]
-    options = re.search(r" (-n 2 --dist \S+) ", line).group(1).split()
+    options = re.search(r" (-n 2 --dist .*?) --durations", line).group(1)
     folder = pathlib.Path(self.create_tempdir().full_path)
     log = folder / "log.txt"
     (folder / "test_shared.py").write_text(textwrap.dedent(f"""
         import os
         import unittest
 
+        import pytest
+
         def note(what):
           with open({str(log)!r}, "a") as f:
             f.write(f"{{what}} {{os.getpid()}}\\n")
-
-        class Shared(unittest.TestCase):
-          @classmethod
-          def setUpClass(cls):
-            note("setup")
-        """) + "".join(
-            f"  def test_{i}(self):\n    note('shared')\n" for i in range(6))
-        + "\nclass Other(unittest.TestCase):\n" + "".join(
-            f"  def test_{i}(self):\n    note('other')\n" for i in range(6)))
+        """) + textwrap.dedent(module))
+    if conftest:
+      (folder / "conftest.py").write_text(
+          (ROOT / "tests" / "conftest.py").read_text())
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         *options, "test_shared.py"], cwd=folder, capture_output=True,
+         *options.split(), "test_shared.py"], cwd=folder, capture_output=True,
         text=True, check=False, env=dict(os.environ, PYTHONPATH=""))
     self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
-    notes = [entry.split() for entry in log.read_text().splitlines()]
+    return [tuple(entry.split()) for entry in log.read_text().splitlines()]
+
+  def test_a_class_set_up_once_runs_in_one_process(self):
+    """With the suites' own pytest-xdist options, a class's tests share one
+    process, so its setUpClass (a cluster, a demo run) runs once."""
+    notes = self._run_with_suite_options(
+        "\nclass Shared(unittest.TestCase):\n"
+        "  @classmethod\n  def setUpClass(cls):\n    note('setup')\n" +
+        "".join(f"  def test_{i}(self):\n    note('shared')\n"
+                for i in range(6)) +
+        "\nclass Other(unittest.TestCase):\n" +
+        "".join(f"  def test_{i}(self):\n    note('other')\n"
+                for i in range(6)))
     self.assertEqual([what for what, _ in notes].count("setup"), 1, notes)
     shared = {pid for what, pid in notes if what in ("setup", "shared")}
     self.assertLen(shared, 1, notes)
     self.assertLen({pid for _, pid in notes}, 2, notes)  # Two processes ran.
+
+  def test_each_process_starts_with_a_long_class(self):
+    """Classes marked `long_run` run first though collected last and with
+    fewer tests (xdist's own reorder would run the biggest classes first)."""
+    short = "".join(
+        f"\nclass Short{k}(unittest.TestCase):\n" +
+        "".join(f"  def test_{i}(self):\n    note('short')\n"
+                for i in range(6)) for k in range(2))
+    long = "".join(
+        f"\n@pytest.mark.long_run\nclass Long{k}(unittest.TestCase):\n"
+        "  def test_it(self):\n    note('long')\n" for k in range(2))
+    notes = self._run_with_suite_options(short + long, conftest=True)
+    first = {}
+    for what, pid in notes:
+      first.setdefault(pid, what)
+    self.assertEqual(sorted(first.values()), ["long", "long"], notes)
 
   @parameterized.named_parameters(
       ("a_folder", ["TESTS=tests/managers"], r"-m pytest tests/managers -q"),

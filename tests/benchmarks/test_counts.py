@@ -11,6 +11,7 @@ bare does.
 """
 
 from absl.testing import parameterized
+import pytest
 import tensorflow as tf
 
 from benchmarks import scaling
@@ -41,6 +42,7 @@ def _counts(size: int, inner: str, name: str):
   return built.kernels, built.ops
 
 
+@pytest.mark.long_run
 class CountsTest(parameterized.TestCase):
 
   @parameterized.named_parameters(("sgd", "sgd", SIZES),

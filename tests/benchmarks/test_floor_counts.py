@@ -22,6 +22,7 @@ import functools
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import pytest
 import tensorflow as tf
 
 from benchmarks import exact_skips
@@ -55,6 +56,7 @@ def _gradient_bytes(size: int) -> int:
   return 4 * layers * (64 * 64 + 64)
 
 
+@pytest.mark.long_run
 class KernelsTest(parameterized.TestCase):
 
   @parameterized.named_parameters(

@@ -22,6 +22,7 @@ their own.
 """
 
 from absl.testing import parameterized
+import pytest
 import tensorflow as tf
 
 from benchmarks import floor
@@ -58,6 +59,7 @@ def _peak(build_loss, make_train_op, inner: str) -> int:
     return graph_cost.step_peak_bytes(session, train_op)
 
 
+@pytest.mark.long_run
 class StepMemoryTest(parameterized.TestCase):
 
   @parameterized.named_parameters(

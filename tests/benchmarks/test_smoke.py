@@ -12,12 +12,14 @@ import sys
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import pytest
 
 from benchmarks import codemod_shapes
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.long_run
 class SmokeTest(parameterized.TestCase):
 
   def _run(self, script, *args):

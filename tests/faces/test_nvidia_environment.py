@@ -16,6 +16,7 @@ import sys
 import tempfile
 
 from absl.testing import parameterized
+import pytest
 import tensorflow as tf
 
 import mp_optimizer
@@ -65,6 +66,7 @@ class SettingsTest(parameterized.TestCase):
           {"TF_ENABLE_AUTO_MIXED_PRECISION_LOSS_SCALING": "yes"})
 
 
+@pytest.mark.long_run
 class RunnerTest(parameterized.TestCase):
 
   @classmethod

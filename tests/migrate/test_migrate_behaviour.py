@@ -15,6 +15,7 @@ import tempfile
 
 from absl.testing import parameterized
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import mp_optimizer
@@ -129,6 +130,7 @@ def _regression(seed=0):
   return features, features @ rng.normal(size=(4, 1)).astype(np.float32)
 
 
+@pytest.mark.long_run
 class ConvertedBehaviourTest(converted_files.ConvertedFilesTest):
 
   SOURCE = FIXTURES

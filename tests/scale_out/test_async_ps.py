@@ -9,6 +9,7 @@ under a deadline; every process group is killed when the test ends.
 """
 
 from absl.testing import parameterized
+import pytest
 import tensorflow as tf
 
 from tests.workers import async_ps
@@ -19,6 +20,7 @@ TIMEOUT_SECONDS = 115  # Each cluster stays under two minutes.
 OVERFLOWS = 90
 
 
+@pytest.mark.long_run
 class AsyncParameterServerTest(parameterized.TestCase):
 
   @parameterized.named_parameters(("contrib_face", "contrib"),

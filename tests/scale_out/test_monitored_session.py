@@ -15,6 +15,7 @@ import signal
 
 from absl.testing import parameterized
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tests.workers import launch
@@ -45,6 +46,7 @@ def _scalars(events_path: str, tag: str) -> list:
           for value in event.summary.value if value.tag == tag]
 
 
+@pytest.mark.long_run
 class CrashAndResumeTest(parameterized.TestCase):
 
   def assert_same_bits(self, expected: dict, got: dict) -> None:

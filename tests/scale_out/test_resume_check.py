@@ -11,6 +11,7 @@ checkpoint is rewritten without the scale state, Adam's slots or
 
 from absl.testing import parameterized
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import mp_optimizer
@@ -107,6 +108,7 @@ def _saver_without(dropped):
                              *[v.initializer for v in left_out]))
 
 
+@pytest.mark.long_run
 class ResumeCheckTest(parameterized.TestCase):
 
   def test_twenty_stops_and_restarts_give_no_line(self):
