@@ -69,17 +69,26 @@ class ExamplesTest(parameterized.TestCase):
 
 @pytest.mark.long_run
 class BertDemoTest(parameterized.TestCase):
-  """`make bert-demo`: the amax-set scale against the exponential one."""
+  """`make bert-demo`: the amax-set scale against the exponential one.
+
+  The demo runs as `make bert-demo` starts it, but for 960 micro-steps, not
+  2,400, in 40% of the time: long enough for the exponential scale to grow
+  into more than ten overflows, so that the 10x claim can fail.
+  docs/semantics.md's 2,400-step numbers are the committed picture's
+  (`BertDemoWordsTest`).
+  """
+
+  MICRO_STEPS = 960
 
   def test_amax_scale_matches_the_loss_with_ten_times_fewer_skips(self):
     if tf.__version__.startswith("2.15"):
-      # TF 2.15's float16 CPU kernels make this 2 x 2,400-step run about
-      # 20 times slower; `make bert-demo` (TF 2.21) runs the full story.
+      # TF 2.15's float16 CPU kernels make these two runs about 20 times
+      # slower; `make bert-demo` (TF 2.21) runs the full story.
       self.skipTest("float16 on TF 2.15's CPU kernels: run make bert-demo")
     picture = pathlib.Path(self.create_tempdir().full_path) / "bert.png"
     result = subprocess.run(
         [sys.executable, "-m", "examples.bert_pretraining", "--png",
-         str(picture)],
+         str(picture), "--micro_steps", str(self.MICRO_STEPS)],
         capture_output=True, text=True, timeout=1800, cwd=str(ROOT),
         env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin",
              "PYTHONPATH": str(ROOT)})
@@ -96,7 +105,7 @@ class BertDemoTest(parameterized.TestCase):
     # The picture carries the numbers printed, and marks as many skipped
     # micro-steps (read from telemetry's skip reasons) as the counter counts.
     drawn = bert_results(picture)
-    self.assertEqual(drawn["micro_steps"], 2400)
+    self.assertEqual(drawn["micro_steps"], self.MICRO_STEPS)
     for name, (loss, skipped) in found.items():
       self.assertAlmostEqual(drawn["runs"][name]["loss"], loss, places=4)
       self.assertEqual(drawn["runs"][name]["skipped"], skipped)
