@@ -6,7 +6,8 @@ a step reads no feed, and every step's gradients are finite.
 """
 
 import dataclasses
-from typing import Callable
+import functools
+from typing import Callable, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -25,12 +26,15 @@ class Shape:
     build: Builds the loss of the member of a given size in the default graph.
     size: The benchmarked size.
     other_size: A second size, for the slope of ops against variables.
+    tiny: The same builder with small variables, for `smoke`; None when
+      `build`'s are small already.
   """
   name: str
   label: str
   build: Callable[[int], tf.Tensor]
   size: int
   other_size: int
+  tiny: Optional[Callable[[int], tf.Tensor]] = None
 
 
 def _dense_stack(widths, batch: int, seed: int = 0) -> tf.Tensor:
@@ -110,17 +114,22 @@ SHAPES = {
     "many_small": Shape("many_small", "100 layers of 64x64, batch 32",
                         many_small, size=100, other_size=20),
     "wide": Shape("wide", "4 layers of 1024x1024, batch 64", wide,
-                  size=4, other_size=2),
+                  size=4, other_size=2,
+                  tiny=functools.partial(wide, width=32)),
     "embedding": Shape("embedding",
                        "50,000x64 embedding, 256 lookups, 64x1 head",
-                       embedding, size=1, other_size=3),
+                       embedding, size=1, other_size=3,
+                       tiny=functools.partial(embedding, rows=500)),
 }
 
 def smoke(shape: Shape) -> Shape:
-  """`shape` at two tiny sizes, for a run that only checks the benchmark."""
+  """`shape` at two tiny sizes, with small variables, for a run that only
+  checks the benchmark."""
   size, other = min(shape.size, 2), min(shape.other_size, 3)
-  return dataclasses.replace(shape, size=size,
-                             other_size=other if other != size else size + 1)
+  label = shape.label if shape.tiny is None else f"{shape.label}, made small"
+  return dataclasses.replace(
+      shape, label=label, build=shape.tiny or shape.build, size=size,
+      other_size=other if other != size else size + 1)
 
 
 # Only for counting ops: the worst case for grouping by shape.
