@@ -199,13 +199,19 @@ def measure(args) -> dict:
              if os.geteuid() == 0 else {})
   mpirun = os.path.join(os.path.dirname(sys.executable), "mpirun")
   with tempfile.TemporaryDirectory() as scratch:
-    jobs = [[_start("local", args, os.path.join(scratch, "local"))],
-            [_start("hvd", args, os.path.join(scratch, "hvd"),
-                    launcher=[mpirun, "-np", "2"], env=as_root)],
-            [_start("mwms", args, os.path.join(scratch, "mwms"),
-                    env={"TF_CONFIG": tf_config})
-             for tf_config in _tf_configs()]]
-    for processes, role in zip(jobs, ("local", "hvd", "mwms")):
+    # Each set-up's processes start once the one before has ended, so no
+    # two set-ups share the cores.
+    jobs = {"local": lambda: [_start("local", args,
+                                     os.path.join(scratch, "local"))],
+            "hvd": lambda: [_start("hvd", args, os.path.join(scratch, "hvd"),
+                                   launcher=[mpirun, "-np", "2"],
+                                   env=as_root)],
+            "mwms": lambda: [_start("mwms", args,
+                                    os.path.join(scratch, "mwms"),
+                                    env={"TF_CONFIG": tf_config})
+                             for tf_config in _tf_configs()]}
+    for role, start in jobs.items():
+      processes = start()
       for process in processes:
         try:
           process.wait(timeout=TIMEOUT_SECONDS)
