@@ -74,9 +74,15 @@ bert-demo-docs: $(VENV)/tf$(NEWEST)/.ready
 	    --png docs/bert_demo.png
 
 # Runs every part even when one fails, and fails at the end if any did, so
-# a red TensorFlow version never hides the other.
+# a red TensorFlow version never hides the other. The environments are
+# built first, side by side (each pip install keeps one core busy); one that
+# fails is built again by the part that needs it, which then fails.
+ENVIRONMENTS := $(VENV)/tf$(NEWEST)/.ready $(VENV)/tf$(OLDEST)/.ready \
+    $(VENV)/package/.ready $(VENV)/docs/.ready
 test:
-	@failed=""; \
+	@$(MAKE) --no-print-directory -j 2 $(ENVIRONMENTS) || \
+	  echo "make test: an environment failed to build; its part will say"; \
+	failed=""; \
 	for part in test-package test-$(NEWEST) test-$(OLDEST) docs; do \
 	  $(MAKE) --no-print-directory $$part || failed="$$failed $$part"; \
 	done; \

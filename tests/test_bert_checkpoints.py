@@ -14,6 +14,8 @@ its keys are left over one way and missing the other.
 """
 
 import os
+import shutil
+import tempfile
 
 from absl.testing import parameterized
 import numpy as np
@@ -34,7 +36,7 @@ SCALE_STATE = {"loss_scale", "good_steps", "bad_steps"}
 class _Run:
   """The demo's model and optimizer in `dtype`, in its own graph."""
 
-  def __init__(self, testcase, dtype, manager):
+  def __init__(self, cleanup, dtype, manager):
     self.graph = tf.Graph()
     with self.graph.as_default():
       self.inputs = v1.placeholder(tf.int32, [None, bert_model.LENGTH])
@@ -56,7 +58,7 @@ class _Run:
       self.saver = v1.train.Saver()  # Plain: every variable, by name.
       self.init = v1.global_variables_initializer()
       self.session = v1.Session(graph=self.graph)
-      testcase.addCleanup(self.session.close)
+      cleanup(self.session.close)
       self.session.run(self.init)
 
   def train(self, steps, seed):
@@ -110,9 +112,21 @@ MODES = {
 @pytest.mark.long_run
 class PrecisionCheckpointTest(parameterized.TestCase):
 
+  @classmethod
+  def setUpClass(cls):
+    """The float16 run, trained N micro-steps, and its checkpoint: built
+    once, then only read."""
+    super().setUpClass()
+    dtype, manager = MODES["float16"]
+    cls.float16 = _Run(cls.addClassCleanup, dtype, manager())
+    cls.float16.train(MICRO_STEPS, seed=0)
+    folder = tempfile.mkdtemp()
+    cls.addClassCleanup(shutil.rmtree, folder)
+    cls.float16_path = cls.float16.save(os.path.join(folder, "fp16"))
+
   def _run(self, mode):
     dtype, manager = MODES[mode]
-    return _Run(self, dtype, manager())
+    return _Run(self.addCleanup, dtype, manager())
 
   def _assert_equal_values(self, got, expected):
     self.assertEqual(sorted(got), sorted(expected))
@@ -124,9 +138,7 @@ class PrecisionCheckpointTest(parameterized.TestCase):
 
   def _float16_checkpoint(self):
     """The float16 run, trained N micro-steps, and its checkpoint."""
-    run = self._run("float16")
-    run.train(MICRO_STEPS, seed=0)
-    return run, self._saved(run, "fp16")
+    return self.float16, self.float16_path
 
   @parameterized.named_parameters(("bfloat16", "bfloat16"),
                                   ("float32", "float32"))

@@ -44,6 +44,13 @@ class MakefileTest(parameterized.TestCase):
     for text in requirements:
       self.assertRegex(text, r"(?m)^pytest-xdist==")
 
+  def test_environments_are_built_side_by_side_before_the_parts(self):
+    first = re.sub(r"\\\n\s*", "", _dry_run("test")).splitlines()[0]
+    self.assertRegex(first, r"make .*-j 2 ")
+    for environment in ("tf2.21", "tf2.15", "package", "docs"):
+      self.assertIn(f".venv/{environment}/.ready", first)
+    self.assertLess(first.index(".ready"), first.index("for part in"))
+
   def test_demo_and_benchmark_runs_are_left_to_the_newest_version(self):
     newest, oldest = (_pytest_lines(_dry_run(f"test-{version}"))[0]
                       for version in ("2.21", "2.15"))
