@@ -10,6 +10,8 @@ never run: on this chain the step runs 2 kernels fewer per variable than
 bare does.
 """
 
+import pathlib
+
 from absl.testing import parameterized
 import pytest
 import tensorflow as tf
@@ -17,6 +19,7 @@ import tensorflow as tf
 from benchmarks import scaling
 
 v1 = tf.compat.v1
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Any count that grows with N differs between 16, 100 and 300 variables;
 # from 16 on, the chain's gradients fill all `STACK_CHUNKS` (eight) stacks.
 SIZES = (16, 100, 300)
@@ -63,6 +66,15 @@ class CountsTest(parameterized.TestCase):
                        f"{name}: kernels added at N={sizes}: {rows}")
     self.assertLessEqual(added["ours_fixed"][0][0], FIXED_LIMIT)
     self.assertLessEqual(added["ours"][0][0], DYNAMIC_LIMIT)
+
+  def test_performance_page_states_these_sizes_and_limits(self):
+    text = " ".join((ROOT / "docs" / "performance.md").read_text(
+        encoding="utf-8").split())
+    self.assertIn(
+        f"on chains of {SIZES[0]}, {SIZES[1]} and {SIZES[2]} variables "
+        f"({SIZES[0]} and {SIZES[1]} with Adam)", text)
+    self.assertIn(f"at {SIZES[0]} a dynamic scale adds {DYNAMIC_LIMIT} or "
+                  f"fewer, a fixed one {FIXED_LIMIT} or fewer", text)
 
 
 if __name__ == "__main__":
