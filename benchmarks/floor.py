@@ -15,14 +15,15 @@ Then each model of `benchmarks.models` with Adam, the same contenders.
 Kernels per step and step memory come from FULL_TRACE `RunMetadata`
 (`graph_cost.trace_step`); the 1-minute load average is printed beside
 every timing. Each part writes its section of the output file
-(`floor_report`); `--shapes ''` or `--models ''` skips one.
+(`floor_report`) after each pool; `--shapes ''` or `--models ''` skips one.
 """
 
 import argparse
 import os
+import shlex
 import sys
 import time
-from typing import List
+from typing import Iterator, List
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -65,27 +66,25 @@ def _names(text: str) -> List[str]:
   return [name for name in text.split(",") if name]
 
 
-def run_grid(args, min_rounds: int, traces: int):
-  pools = []
+def run_grid(args, min_rounds: int, traces: int) -> Iterator:
+  """Yields the pool of each shape family, N and inner optimizer."""
   for family in _names(args.shapes):
     for size in map(int, _names(args.sizes)):
       for inner in _names(args.inners):
-        pools.append(scaling.measure(
+        yield scaling.measure(
             size, inner, args.seconds, _names(args.contenders), min_rounds,
             CONTENDERS, lambda n, f=family: shapes.with_variables(f, n),
-            family, traces, REFERENCES))
-  return pools
+            family, traces, REFERENCES)
 
 
-def run_models(args, min_rounds: int, traces: int):
-  pools = []
+def run_models(args, min_rounds: int, traces: int) -> Iterator:
+  """Yields the pool of each model."""
   for name in _names(args.models):
     kwargs = models.SMOKE[name] if args.smoke else {}
-    pools.append(scaling.measure(
+    yield scaling.measure(
         0, "adam", args.model_seconds, _names(args.contenders), min_rounds,
         CONTENDERS, lambda _, n=name, k=kwargs: models.MODELS[n](**k), name,
-        traces, REFERENCES))
-  return pools
+        traces, REFERENCES)
 
 
 def main(argv=None) -> int:
@@ -110,8 +109,8 @@ def main(argv=None) -> int:
   args.contenders = ",".join(["bare", "switch"] + [
       name for name in chosen if name not in ("bare", "switch")])
   min_rounds, traces = (1, 1) if args.smoke else (timing.MIN_ROUNDS, 3)
-  command = " ".join(["python", "benchmarks/floor.py"] +
-                     (sys.argv[1:] if argv is None else argv))
+  command = shlex.join(["python", "benchmarks/floor.py"] +
+                       (sys.argv[1:] if argv is None else argv))
   path = os.path.join(os.path.dirname(os.path.dirname(
       os.path.abspath(__file__))), args.output)
   for run, render, begin, end in (
@@ -120,12 +119,15 @@ def main(argv=None) -> int:
       (run_models, floor_report.models_section, sections.MODELS_BEGIN,
        sections.MODELS_END)):
     started = time.perf_counter()
-    pools = run(args, min_rounds, traces)
-    if not pools:
-      continue
-    text = render(pools, command, (time.perf_counter() - started) / 60)
-    print(text)
-    sections.replace(path, begin, end, text, scaling_report.BEGIN)
+    pools, text = [], None
+    # The section is rewritten after each pool, so a run stopped part of
+    # the way (a long grid on a shared machine) keeps what it measured.
+    for pool in run(args, min_rounds, traces):
+      pools.append(pool)
+      text = render(pools, command, (time.perf_counter() - started) / 60)
+      sections.replace(path, begin, end, text, scaling_report.BEGIN)
+    if text is not None:
+      print(text)
   print(f"\nWrote {path}")
   return 0
 

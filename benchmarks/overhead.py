@@ -21,6 +21,7 @@ pool, to check that the benchmark runs.
 
 import argparse
 import os
+import shlex
 import sys
 import time
 from typing import Dict, List
@@ -165,8 +166,8 @@ def main(argv=None) -> int:
     family = [shapes.smoke(shape) for shape in family]
     distinct = shapes.smoke(distinct)
   seconds = args.minutes * 60
-  machine = report.machine_info(" ".join(["python", "benchmarks/overhead.py"] +
-                                         (argv or sys.argv[1:])))
+  machine = report.machine_info(shlex.join(
+      ["python", "benchmarks/overhead.py"] + (argv or sys.argv[1:])))
   started = time.perf_counter()
   results = [run_shape(shape, seconds * SHARES[shape.name], settings)
              for shape in family]

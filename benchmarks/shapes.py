@@ -93,14 +93,16 @@ def embedding(tables: int, rows: int = 50_000, dim: int = 64,
               batch: int = 256) -> tf.Tensor:
   """`tables` tables of rows x dim, 256 lookups each, into one 64x1 head.
 
-  The tables' gradients are `tf.IndexedSlices` of 256 rows.
+  The tables' gradients are `tf.IndexedSlices` of 256 rows. The tables are
+  initialized by a seeded op, not from a constant: a graph (and each of its
+  copies) would otherwise hold every table's values once more.
   """
   rng = np.random.RandomState(0)
   lookups = []
   for i in range(tables):
     table = v1.get_variable(
-        f"embedding_{i}", initializer=(rng.randn(rows, dim) * 0.1).astype(
-            np.float32))
+        f"embedding_{i}", [rows, dim], tf.float32,
+        initializer=v1.random_normal_initializer(stddev=0.1, seed=i))
     ids = tf.constant(rng.randint(0, rows, size=batch))
     lookups.append(tf.cast(tf.gather(table, ids), F16))
   summed = lookups[0] if tables == 1 else tf.add_n(lookups)
@@ -169,6 +171,6 @@ def with_variables(family: str, variables: int) -> tf.Tensor:
     return wide(max(1, variables // 2), wide_width(variables))
   if family == "embedding":
     tables = max(1, variables - 1)
-    return embedding(tables, rows=max(1_000, EMBEDDING_ROWS // tables))
+    return embedding(tables, rows=EMBEDDING_ROWS // tables)
   raise ValueError(f"`family` must be one of {sorted(FAMILY_LABELS)}, got "
                    f"{family!r}.")
