@@ -2,8 +2,8 @@
 
 The suites hand tests to their processes a class at a time, in collection
 order (`--dist loadscope --no-loadscope-reorder`). A class marked
-`long_run` (it runs a whole program: a demo, a benchmark, a cluster) is
-moved to the front, so the processes start with the long classes and share
+`long_run` (it takes tens of seconds: a demo, a cluster, a benchmark script,
+graphs of hundreds of variables) is moved to the front, so the processes start with the long classes and share
 the short ones at the end, rather than one process running a long class
 alone while the other has finished.
 """
@@ -21,8 +21,8 @@ def pytest_addoption(parser):
 def pytest_configure(config):
   config.addinivalue_line("markers", "soak: long-running soak test (make soak)")
   config.addinivalue_line(
-      "markers", "long_run: a class that runs a whole program for tens of "
-      "seconds; the suite starts it first")
+      "markers", "long_run: a class that takes tens of seconds (a demo, a "
+      "cluster, a benchmark script, big graphs); the suite starts it first")
   # absltest helpers such as create_tempdir() read absl flags, which pytest
   # never parses; their defaults are what the tests want.
   from absl import flags  # pylint: disable=import-outside-toplevel
