@@ -13,6 +13,7 @@ import re
 from typing import Dict, List, Optional
 
 from benchmarks import models
+from benchmarks import scaling_report
 from benchmarks import sections
 from benchmarks import shapes
 from benchmarks import timing
@@ -173,7 +174,8 @@ def memory_verdicts(pools: List[Pool]) -> str:
 
 def _head(title: str, command: str, minutes: float, pools: List[Pool]) -> str:
   when = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
-  rounds = ", ".join(f"{' '.join(_where(p))}: {p.rounds}" for p in pools)
+  rounds = ", ".join(f"{' '.join(_where(p))}: {scaling_report.rounds_text(p)}"
+                     for p in pools)
   skipped = sorted({f"{row.label} ({' '.join(_where(p))})" for p in pools
                     for row in p.rows.values() if not row.all_applied})
   applied = ("Every contender applied every step it ran (checked on "

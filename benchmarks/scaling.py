@@ -31,10 +31,11 @@ number of variables" section of the output file (`scaling_report`).
 """
 
 import argparse
+import math
 import os
 import sys
 import time
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -50,6 +51,9 @@ from benchmarks import timing
 v1 = tf.compat.v1
 SIZES = (10, 100, 1000, 5000)
 INNERS = ("sgd", "adam")
+# Of the memory available after building bare, what a pool's contenders may
+# hold at once (`measure`), at bare's resident size each.
+MEMORY_SHARE = 0.6
 # (loss, global_step, inner) -> train op.
 MakeTrainOp = Callable[[tf.Tensor, tf.Variable, v1.train.Optimizer],
                        tf.Operation]
@@ -85,12 +89,17 @@ def _log(message: str) -> None:
   print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def _rss_mb() -> float:
-  with open("/proc/self/status", encoding="utf-8") as status:
+def _proc_mb(path: str, key: str) -> float:
+  """The value of `key` (given in kB) in a /proc status file, in MB."""
+  with open(path, encoding="utf-8") as status:
     for line in status:
-      if line.startswith("VmRSS:"):
+      if line.startswith(key + ":"):
         return int(line.split()[1]) / 1024
   return float("nan")
+
+
+def _rss_mb() -> float:
+  return _proc_mb("/proc/self/status", "VmRSS")
 
 
 class Built:
@@ -140,47 +149,91 @@ class Built:
     return int(self.session.run(self.global_step)) == self.runs
 
 
+def _mem_available_mb() -> float:
+  return _proc_mb("/proc/meminfo", "MemAvailable")
+
+
+def _parts(names: List[str], keep: List[str], alive: int) -> List[List[str]]:
+  """`names` in parts of at most `alive` contenders, each with `keep`."""
+  others = [name for name in names if name not in keep]
+  room = max(1, alive - len(keep))
+  return [keep + others[i:i + room] for i in range(0, len(others), room)
+          ] or [keep]
+
+
 def measure(size: int, inner: str, seconds: float, names: List[str],
             min_rounds: int = timing.MIN_ROUNDS,
             contenders: Dict[str, tuple] = None,
             model: Callable[[int], tf.Tensor] = shapes.chain,
             family: str = "chain", traces: int = 1,
-            references: Dict[str, str] = None) -> scaling_report.Pool:
+            references: Dict[str, str] = None,
+            alive: Optional[int] = None) -> scaling_report.Pool:
   """Builds every contender at `size`, then times them interleaved.
+
+  When the contenders would not all fit in memory at once (`alive`, by
+  default what `MEMORY_SHARE` of the available memory holds at bare's
+  resident size), they are built and timed in parts, and each part also
+  times bare and the references again, so that every ratio still comes from
+  rounds in which both of its contenders ran; a part's other contenders are
+  closed before the next part is built.
 
   Args:
     contenders: Name -> (label, make train op); `CONTENDERS` by default.
     model, traces: As `Built` takes them; `family` names the model.
     references: Name -> another contender it is also compared with, in the
       same rounds (`Row.vs_other`).
+    alive: Contenders alive at once, at most (bare and the references
+      count); None: from the memory available after building bare.
   """
   contenders = contenders or CONTENDERS
-  built = {}
-  for name in names:
+  references = references or {}
+  keep = ["bare"] + sorted({other for name, other in references.items()
+                            if name in names and other in names} - {"bare"})
+  built: Dict[str, Built] = {}
+
+  def build(name: str) -> None:
     _log(f"{family} N={size} {inner}: building {name}")
     built[name] = Built(size, inner, contenders[name][1], model, traces)
-  load_start = os.getloadavg()[0]
-  _log(f"{family} N={size} {inner}: timing {len(built)} steps for "
-       f"{seconds:.0f}s")
-  rounds = timing.interleaved({n: b.run for n, b in built.items()}, seconds,
-                              min_rounds=min_rounds)
-  load_end = os.getloadavg()[0]
-  rows = {}
-  for name, b in built.items():
-    other = (references or {}).get(name)
-    rows[name] = scaling_report.Row(
-        label=contenders[name][0], kernels=b.kernels, ops=b.ops,
-        graph_mb=b.graph_mb, build_s=b.build_s, first_run_s=b.first_run_s,
-        first_run_load=b.load, rss_mb=b.rss_mb,
-        step_ms=timing.step_seconds(rounds, name) * 1e3,
-        vs_bare=timing.ratio(rounds, name, "bare"),
-        all_applied=b.all_applied(), peak_bytes=b.trace.peak_bytes,
-        at_peak=b.trace.at_peak,
-        vs_other=(timing.ratio(rounds, name, other)
-                  if other in rounds else None))
+
+  build("bare")
+  available = _mem_available_mb()
+  if alive is None:
+    alive = len(names) if math.isnan(available) else int(
+        available * MEMORY_SHARE / max(built["bare"].rss_mb, 1.0))
+  rows, rounds_per_part, load_start = {}, [], None
+  for part in _parts(names, keep, max(alive, len(keep) + 1)):
+    for name in part:
+      if name not in built:
+        build(name)
+    load_start = os.getloadavg()[0] if load_start is None else load_start
+    _log(f"{family} N={size} {inner}: timing {len(part)} steps for "
+         f"{seconds:.0f}s")
+    rounds = timing.interleaved({n: built[n].run for n in part}, seconds,
+                                min_rounds=min_rounds)
+    rounds_per_part.append(len(rounds["bare"]))
+    for name in part:
+      rows.setdefault(name, _row(contenders[name][0], built[name], rounds,
+                                 name, references.get(name)))
+      if name not in keep:
+        built.pop(name).session.close()
+  for b in built.values():
     b.session.close()
-  return scaling_report.Pool(size, inner, rows, len(rounds["bare"]),
-                             load_start, load_end, family)
+  return scaling_report.Pool(size, inner, {n: rows[n] for n in names},
+                             min(rounds_per_part), load_start,
+                             os.getloadavg()[0], family,
+                             parts=len(rounds_per_part))
+
+
+def _row(label: str, b: Built, rounds, name: str,
+         other: Optional[str]) -> scaling_report.Row:
+  return scaling_report.Row(
+      label=label, kernels=b.kernels, ops=b.ops, graph_mb=b.graph_mb,
+      build_s=b.build_s, first_run_s=b.first_run_s, first_run_load=b.load,
+      rss_mb=b.rss_mb, step_ms=timing.step_seconds(rounds, name) * 1e3,
+      vs_bare=timing.ratio(rounds, name, "bare"), all_applied=b.all_applied(),
+      peak_bytes=b.trace.peak_bytes, at_peak=b.trace.at_peak,
+      vs_other=(timing.ratio(rounds, name, other)
+                if other in rounds else None))
 
 
 def main(argv=None) -> int:

@@ -57,6 +57,15 @@ class Pool:
   load_start: float
   load_end: float
   family: str = "chain"
+  parts: int = 1  # Timed in parts, each with bare (`scaling.measure`).
+
+
+def rounds_text(pool: Pool) -> str:
+  """The pool's rounds, and its parts if it was timed in parts."""
+  if pool.parts == 1:
+    return f"{pool.rounds}"
+  return (f"{pool.rounds} or more in each of {pool.parts} parts (each with "
+          "bare and the references; too large for all at once)")
 
 
 def _table(pools: List[Pool]) -> str:
@@ -128,7 +137,7 @@ def _skipped(pools: List[Pool]) -> str:
 def section(pools: List[Pool], minutes: float, plot: str) -> str:
   """The section's Markdown, markers included."""
   when = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
-  rounds = ", ".join(f"N={p.size} {p.inner} {p.rounds}" for p in pools)
+  rounds = ", ".join(f"N={p.size} {p.inner} {rounds_text(p)}" for p in pools)
   return f"""{BEGIN}
 {TITLE}
 

@@ -1,0 +1,68 @@
+"""A pool too large for memory is timed in parts, each with bare and the floor.
+
+The floor grid's largest pool (the embedding shape at N=1,000 with Adam,
+about 2 GB of resident memory per contender) was killed by the kernel with
+its ten contenders alive at once. `scaling.measure` now keeps at most
+`alive` contenders built: bare and the references stay, the others come and
+go in parts, and every ratio is taken in rounds where both of its
+contenders ran.
+"""
+
+import contextlib
+import io
+
+from absl.testing import absltest
+
+from benchmarks import scaling
+from benchmarks import scaling_report
+from benchmarks import shapes
+
+NAMES = ["bare", "tf", "ours", "ours_fixed"]
+REFERENCES = {"ours": "tf", "ours_fixed": "tf"}
+
+
+def _measure(alive):
+  log = io.StringIO()
+  with contextlib.redirect_stderr(log):
+    pool = scaling.measure(2, "sgd", 0.0, NAMES, min_rounds=2,
+                           model=lambda n: shapes.chain(n, width=4, batch=2),
+                           references=REFERENCES, alive=alive)
+  return pool, log.getvalue().splitlines()
+
+
+class PartsTest(absltest.TestCase):
+
+  def test_parts_keep_bare_and_the_references_in_each(self):
+    self.assertEqual(
+        scaling._parts(["bare", "floor", "a", "b", "c"], ["bare", "floor"], 3),
+        [["bare", "floor", "a"], ["bare", "floor", "b"],
+         ["bare", "floor", "c"]])
+    self.assertEqual(
+        scaling._parts(["bare", "floor", "a", "b", "c"], ["bare", "floor"], 9),
+        [["bare", "floor", "a", "b", "c"]])
+
+  def test_a_pool_is_timed_in_parts_with_its_references_alive(self):
+    pool, log = _measure(alive=3)
+    self.assertEqual(pool.parts, 2)
+    self.assertEqual(list(pool.rows), NAMES)
+    # Built once each, and "ours_fixed" only after the first part's rounds.
+    built = [line.split("building ")[1] for line in log if "building" in line]
+    self.assertEqual(built, NAMES)
+    timed = [i for i, line in enumerate(log) if "timing 3 steps" in line]
+    self.assertLen(timed, 2)
+    self.assertLess(timed[0], next(i for i, line in enumerate(log)
+                                   if line.endswith("building ours_fixed")))
+    for name in ("ours", "ours_fixed"):
+      self.assertIsNotNone(pool.rows[name].vs_other, name)
+      self.assertGreater(pool.rows[name].vs_bare.median, 0)
+    self.assertIn("in each of 2 parts", scaling_report.rounds_text(pool))
+
+  def test_a_pool_that_fits_is_timed_at_once(self):
+    pool, log = _measure(alive=None)
+    self.assertEqual(pool.parts, 1)
+    self.assertLen([line for line in log if "timing 4 steps" in line], 1)
+    self.assertEqual(scaling_report.rounds_text(pool), str(pool.rounds))
+
+
+if __name__ == "__main__":
+  absltest.main()
