@@ -31,6 +31,7 @@ number of variables" section of the output file (`scaling_report`).
 """
 
 import argparse
+import ctypes
 import math
 import os
 import sys
@@ -153,12 +154,17 @@ def _mem_available_mb() -> float:
   return _proc_mb("/proc/meminfo", "MemAvailable")
 
 
-def _parts(names: List[str], keep: List[str], alive: int) -> List[List[str]]:
-  """`names` in parts of at most `alive` contenders, each with `keep`."""
-  others = [name for name in names if name not in keep]
-  room = max(1, alive - len(keep))
-  return [keep + others[i:i + room] for i in range(0, len(others), room)
-          ] or [keep]
+def _trim_heap() -> None:
+  """Hands the heap's free pages back to the system (glibc's malloc_trim).
+
+  Graphs and Sessions closed earlier in the process leave free heap that the
+  next build reuses unseen: without this, the resident memory a build adds,
+  and the memory available, would count the reused pages as free.
+  """
+  try:
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+  except (OSError, AttributeError):  # Not glibc: nothing to hand back.
+    pass
 
 
 def measure(size: int, inner: str, seconds: float, names: List[str],
@@ -170,12 +176,13 @@ def measure(size: int, inner: str, seconds: float, names: List[str],
             alive: Optional[int] = None) -> scaling_report.Pool:
   """Builds every contender at `size`, then times them interleaved.
 
-  When the contenders would not all fit in memory at once (`alive`, by
-  default what `MEMORY_SHARE` of the available memory holds at bare's
-  resident size), they are built and timed in parts, and each part also
-  times bare and the references again, so that every ratio still comes from
-  rounds in which both of its contenders ran; a part's other contenders are
-  closed before the next part is built.
+  When the contenders would not all fit in memory at once (more than
+  `alive`, by default what `MEMORY_SHARE` of the available memory holds at
+  bare's resident size, or fewer if the available memory falls below twice
+  that size while they are built), they are built and timed in parts, and
+  each part also times bare and the references again, so that every ratio
+  still comes from rounds in which both of its contenders ran; a part's
+  other contenders are closed before the next part is built.
 
   Args:
     contenders: Name -> (label, make train op); `CONTENDERS` by default.
@@ -195,16 +202,26 @@ def measure(size: int, inner: str, seconds: float, names: List[str],
     _log(f"{family} N={size} {inner}: building {name}")
     built[name] = Built(size, inner, contenders[name][1], model, traces)
 
+  _trim_heap()
   build("bare")
-  available = _mem_available_mb()
   if alive is None:
+    available = _mem_available_mb()
     alive = len(names) if math.isnan(available) else int(
         available * MEMORY_SHARE / max(built["bare"].rss_mb, 1.0))
+  others = [name for name in names if name not in keep]
   rows, rounds_per_part, load_start = {}, [], None
-  for part in _parts(names, keep, max(alive, len(keep) + 1)):
-    for name in part:
+  while True:
+    part = list(keep)
+    for name in keep:
       if name not in built:
         build(name)
+    while others and len(part) < max(alive, len(keep) + 1):
+      # Another contender only with room for it and one more left.
+      if (len(part) > len(keep) and _mem_available_mb() <
+          2 * built["bare"].rss_mb):
+        break
+      build(others[0])
+      part.append(others.pop(0))
     load_start = os.getloadavg()[0] if load_start is None else load_start
     _log(f"{family} N={size} {inner}: timing {len(part)} steps for "
          f"{seconds:.0f}s")
@@ -216,6 +233,9 @@ def measure(size: int, inner: str, seconds: float, names: List[str],
                                  name, references.get(name)))
       if name not in keep:
         built.pop(name).session.close()
+    _trim_heap()
+    if not others:
+      break
   for b in built.values():
     b.session.close()
   return scaling_report.Pool(size, inner, {n: rows[n] for n in names},

@@ -5,7 +5,9 @@ about 2 GB of resident memory per contender) was killed by the kernel with
 its ten contenders alive at once. `scaling.measure` now keeps at most
 `alive` contenders built: bare and the references stay, the others come and
 go in parts, and every ratio is taken in rounds where both of its
-contenders ran.
+contenders ran. (In that process the first guess at `alive` counted the
+heap freed by earlier pools as free; `scaling._trim_heap` hands it back
+before bare is built.)
 """
 
 import contextlib
@@ -31,15 +33,6 @@ def _measure(alive):
 
 
 class PartsTest(absltest.TestCase):
-
-  def test_parts_keep_bare_and_the_references_in_each(self):
-    self.assertEqual(
-        scaling._parts(["bare", "floor", "a", "b", "c"], ["bare", "floor"], 3),
-        [["bare", "floor", "a"], ["bare", "floor", "b"],
-         ["bare", "floor", "c"]])
-    self.assertEqual(
-        scaling._parts(["bare", "floor", "a", "b", "c"], ["bare", "floor"], 9),
-        [["bare", "floor", "a", "b", "c"]])
 
   def test_a_pool_is_timed_in_parts_with_its_references_alive(self):
     pool, log = _measure(alive=3)
