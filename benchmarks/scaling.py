@@ -31,7 +31,6 @@ number of variables" section of the output file (`scaling_report`).
 """
 
 import argparse
-import ctypes
 import math
 import os
 import sys
@@ -45,6 +44,7 @@ import tensorflow as tf  # After the sys.path line above, as all below.
 
 from benchmarks import graph_cost
 from benchmarks import implementations as impls
+from benchmarks import process_memory
 from benchmarks import scaling_report
 from benchmarks import shapes
 from benchmarks import timing
@@ -90,19 +90,6 @@ def _log(message: str) -> None:
   print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def _proc_mb(path: str, key: str) -> float:
-  """The value of `key` (given in kB) in a /proc status file, in MB."""
-  with open(path, encoding="utf-8") as status:
-    for line in status:
-      if line.startswith(key + ":"):
-        return int(line.split()[1]) / 1024
-  return float("nan")
-
-
-def _rss_mb() -> float:
-  return _proc_mb("/proc/self/status", "VmRSS")
-
-
 class Built:
   """One contender's graph and Session, and what building it measured.
 
@@ -116,7 +103,7 @@ class Built:
   def __init__(self, size: int, inner: str, make: MakeTrainOp,
                model: Callable[[int], tf.Tensor] = shapes.chain,
                traces: int = 1, config: v1.ConfigProto = None):
-    rss = _rss_mb()
+    rss = process_memory.rss_mb()
     self.graph = tf.Graph()
     with self.graph.as_default():
       loss = model(size)
@@ -135,7 +122,7 @@ class Built:
     started = time.perf_counter()
     self.session.run(self.train_op)
     self.first_run_s = time.perf_counter() - started
-    self.rss_mb = _rss_mb() - rss
+    self.rss_mb = process_memory.rss_mb() - rss
     traced = [graph_cost.trace_step(self.session, self.train_op)
               for _ in range(traces)]
     self.kernels = traced[0].kernels
@@ -148,23 +135,6 @@ class Built:
 
   def all_applied(self) -> bool:
     return int(self.session.run(self.global_step)) == self.runs
-
-
-def _mem_available_mb() -> float:
-  return _proc_mb("/proc/meminfo", "MemAvailable")
-
-
-def _trim_heap() -> None:
-  """Hands the heap's free pages back to the system (glibc's malloc_trim).
-
-  Graphs and Sessions closed earlier in the process leave free heap that the
-  next build reuses unseen: without this, the resident memory a build adds,
-  and the memory available, would count the reused pages as free.
-  """
-  try:
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-  except (OSError, AttributeError):  # Not glibc: nothing to hand back.
-    pass
 
 
 def measure(size: int, inner: str, seconds: float, names: List[str],
@@ -202,22 +172,21 @@ def measure(size: int, inner: str, seconds: float, names: List[str],
     _log(f"{family} N={size} {inner}: building {name}")
     built[name] = Built(size, inner, contenders[name][1], model, traces)
 
-  _trim_heap()
+  process_memory.trim_heap()
   build("bare")
   if alive is None:
-    available = _mem_available_mb()
+    available = process_memory.available_mb()
     alive = len(names) if math.isnan(available) else int(
         available * MEMORY_SHARE / max(built["bare"].rss_mb, 1.0))
   others = [name for name in names if name not in keep]
   rows, rounds_per_part, load_start = {}, [], None
+  for name in keep[1:]:
+    build(name)
   while True:
     part = list(keep)
-    for name in keep:
-      if name not in built:
-        build(name)
     while others and len(part) < max(alive, len(keep) + 1):
       # Another contender only with room for it and one more left.
-      if (len(part) > len(keep) and _mem_available_mb() <
+      if (len(part) > len(keep) and process_memory.available_mb() <
           2 * built["bare"].rss_mb):
         break
       build(others[0])
@@ -233,7 +202,7 @@ def measure(size: int, inner: str, seconds: float, names: List[str],
                                  name, references.get(name)))
       if name not in keep:
         built.pop(name).session.close()
-    _trim_heap()
+    process_memory.trim_heap()
     if not others:
       break
   for b in built.values():

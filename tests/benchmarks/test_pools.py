@@ -6,7 +6,7 @@ its ten contenders alive at once. `scaling.measure` now keeps at most
 `alive` contenders built: bare and the references stay, the others come and
 go in parts, and every ratio is taken in rounds where both of its
 contenders ran. (In that process the first guess at `alive` counted the
-heap freed by earlier pools as free; `scaling._trim_heap` hands it back
+heap freed by earlier pools as free; `process_memory.trim_heap` hands it back
 before bare is built.)
 """
 
