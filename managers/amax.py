@@ -113,6 +113,8 @@ class AmaxHistoryLossScaleManager(base.LossScaleManager):
   margin = base.setting("margin")
   relax_after = base.setting("relax_after")
   min_loss_scale = base.setting("min_loss_scale")
+  scale_floor = base.setting(
+      "min_loss_scale", "The least scale: `min_loss_scale`, as a float.")
   max_loss_scale = base.setting("max_loss_scale")
 
   @property

@@ -174,6 +174,19 @@ class LossScaleManager(tracking.GraphScopedTrackable, metaclass=abc.ABCMeta):
     """
     return True
 
+  @property
+  def scale_floor(self) -> Optional[float]:
+    """The least scale `get_loss_scale` gives, or None if not known.
+
+    The optimizer reads this once, when it builds the graph. Where it
+    guarantees that a finite 16-bit gradient stays finite times 1/S (S at
+    least 2**-112 for float16, 1 for bfloat16), such gradients are checked
+    on their own 16 bits, before any float32 product exists; a scale below
+    it at run time then counts as an overflow. With None every product is
+    checked.
+    """
+    return None
+
   def variables(self) -> List[tf.Variable]:
     """Returns the state variables of the current graph (none if stateless)."""
     return []

@@ -99,6 +99,8 @@ class DynamicLossScale(loss_scale.LossScale):
   increment_period = base.setting("increment_period")
   multiplier = base.setting("multiplier")
   min_loss_scale = base.setting("min_loss_scale")
+  scale_floor = base.setting(
+      "min_loss_scale", "The least scale: `min_loss_scale`, as a float.")
   max_loss_scale = base.setting("max_loss_scale")
   fail_at_floor_after = base.setting("fail_at_floor_after")
   # The exponential manager's names for the same scale.

@@ -109,6 +109,8 @@ class ExponentialUpdateLossScaleManager(base.LossScaleManager):
   incr_ratio = base.setting("incr_ratio")
   decr_ratio = base.setting("decr_ratio")
   min_loss_scale = base.setting("min_loss_scale")
+  scale_floor = base.setting(
+      "min_loss_scale", "The least scale: `min_loss_scale`, as a float.")
   max_loss_scale = base.setting("max_loss_scale")
   hysteresis = base.setting("hysteresis")
   fail_at_floor_after = base.setting("fail_at_floor_after")

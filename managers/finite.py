@@ -10,11 +10,14 @@ non-finite entry.
 Gradients that are all the slices of one stack the optimizer's unscale made
 (it hands out small gradients as slices of one product, and records each
 stack in the graph's `_internal.provenance` record) are checked on that
-product: one `reduce_sum` for all of them. Where the unscale summed a
-product already (a stack or a gradient cast from 16 bits, which it
-holds in 16 bits until the gate: `_internal.provenance.Held`), that sum is
-read instead, so the float32 product has one reader and is freed at once. Only recorded stacks count: the
-slices of any other `tf.unstack` are checked as gradients of their own. Other gradients of
+product: one `reduce_sum` for all of them. Where the unscale made the
+check's reading already (for a stack or a gradient cast from 16 bits, which
+it holds in 16 bits until the gate: `_internal.provenance.Held`), that is
+read instead: a sum (of the product, or of the 16-bit source itself), and
+boolean flags where it checked the source's bits (`_step.held_check`); the
+flags are joined to the verdict with one `reduce_all`. Only recorded stacks
+count: the slices of any other `tf.unstack` are checked as gradients of
+their own. Other gradients of
 one static shape, dtype and device are first added elementwise with `add_n`,
 then reduced with one `reduce_sum` per group, so a model with many variables
 of a few shapes costs a few ops, not a few per variable (per-op overhead, not
@@ -31,7 +34,9 @@ cast to float32 first, so their sums do not overflow near 65504. The only
 extra verdict: a step whose finite gradients add up, elementwise or in total,
 beyond the range of that dtype (about 3.4e38 for float32) is treated as
 non-finite and skipped; with such gradients the update itself would overflow
-(Adam squares them), and a clip by global norm would see an Inf norm.
+(Adam squares them), and a clip by global norm would see an Inf norm. Held
+16-bit gradients checked on their bits are exempt: their verdict is the
+elementwise one.
 
 Sparse gradients (`tf.IndexedSlices`) are checked on `.values` only, never
 densified. `None` gradients are ignored.
@@ -72,32 +77,41 @@ def group_key(values: tf.Tensor) -> Optional[Tuple]:
 
 
 def _groups(grads: Iterable[Gradient]
-            ) -> Tuple[List[List[tf.Tensor]], List[tf.Tensor]]:
-  """Splits non-None gradients into lists that `add_n` can add, and the
-  sums the unscale made already (`provenance.total_of`)."""
+            ) -> Tuple[List[List[tf.Tensor]], List[tf.Tensor], List[tf.Tensor]]:
+  """Splits non-None gradients into lists that `add_n` can add, the sums
+  the unscale made already (`provenance.total_of`), and the finite flags it
+  made from 16-bit sources (`provenance.flags_of`)."""
   values = [tensors.values(grad) for grad in grads if grad is not None]
   stacks = provenance.whole_stacks(values)
-  wholes = [whole for whole, _ in stacks]
-  totals = [provenance.total_of(whole) for whole in wholes]
-  groups = [[_summable(whole)]
-            for whole, total in zip(wholes, totals) if total is None]
+  groups: List[List[tf.Tensor]] = []
+  totals: List[tf.Tensor] = []
+  flags: Dict[Any, tf.Tensor] = {}  # by ref: one guard serves many sources
+
+  def made_already(value: tf.Tensor) -> bool:
+    total, found = provenance.total_of(value), provenance.flags_of(value)
+    if total is not None:
+      totals.append(total)
+    flags.update((flag.ref(), flag) for flag in found)
+    return total is not None or bool(found)
+
+  for whole, _ in stacks:
+    if not made_already(whole):
+      groups.append([_summable(whole)])
   stacked = {index for _, indices in stacks for index in indices}
   grouped: Dict[Tuple, List[tf.Tensor]] = {}
   for index, value in enumerate(values):
-    if index in stacked:
+    if index in stacked or made_already(value):
       continue
     value = _summable(value)
     key = group_key(value)
-    if provenance.total_of(value) is not None:
-      totals.append(provenance.total_of(value))
-    elif key is None:
+    if key is None:
       groups.append([value])
     elif key in grouped:
       grouped[key].append(value)
     else:
       grouped[key] = [value]
       groups.append(grouped[key])
-  return groups, [total for total in totals if total is not None]
+  return groups, totals, list(flags.values())
 
 
 def _add(tensors: List[tf.Tensor]) -> tf.Tensor:
@@ -119,21 +133,25 @@ def all_finite(grads: Iterable[Gradient]) -> tf.Tensor:
   Returns:
     A scalar `tf.bool` tensor. With no non-None gradient it is constant True.
     It is also False when finite gradients add up beyond the range of their
-    summing dtype (see the module docstring).
+    summing dtype, except held 16-bit ones checked on their bits (see the
+    module docstring).
   """
   sums_by_dtype: Dict[tf.DType, List[tf.Tensor]] = {}
-  groups, totals = _groups(grads)
+  groups, totals, flags = _groups(grads)
   for group_sum in totals + [tf.reduce_sum(_add(group)) for group in groups]:
     sums_by_dtype.setdefault(group_sum.dtype, []).append(group_sum)
-  if not sums_by_dtype:
-    return tf.constant(True, name="all_finite")
-  totals = [_add(sums) for sums in sums_by_dtype.values()]
-  if len(totals) == 1:
-    return tf.math.is_finite(totals[0], name="all_finite")
-  float32_total, float64_total = totals  # The only two summing dtypes.
-  return tf.math.logical_and(tf.math.is_finite(float32_total),
-                             tf.math.is_finite(float64_total),
-                             name="all_finite")
+  totals = [_add(sums) for sums in sums_by_dtype.values()]  # float32, 64
+  if not flags:
+    if not totals:
+      return tf.constant(True, name="all_finite")
+    if len(totals) == 1:
+      return tf.math.is_finite(totals[0], name="all_finite")
+    return tf.math.logical_and(tf.math.is_finite(totals[0]),
+                               tf.math.is_finite(totals[1]), name="all_finite")
+  flags += [tf.math.is_finite(total) for total in totals]
+  if len(flags) == 1:
+    return flags[0]
+  return tf.reduce_all(tf.stack(flags), name="all_finite")
 
 
 def all_finite_in_sync(grads: Iterable[Any]) -> tf.Tensor:

@@ -98,6 +98,8 @@ class FixedLossScaleManager(base.LossScaleManager):
 
   loss_scale_value = base.setting("loss_scale",
                                   "The scale, as the Python float given.")
+  scale_floor = base.setting("loss_scale",
+                             "The least scale: the only one, as a float.")
   skips_nonfinite_steps = base.setting("skip_nonfinite_steps")
 
   def get_loss_scale(self) -> tf.Tensor:

@@ -57,6 +57,8 @@ class FixedLossScale(loss_scale.LossScale):
 
   loss_scale_value = base.setting("loss_scale",
                                   "The scale, as the Python float given.")
+  scale_floor = base.setting("loss_scale",
+                             "The least scale: the only one, as a float.")
   skips_nonfinite_steps = base.setting("skip_nonfinite_steps")
 
   def get_loss_scale(self) -> tf.Tensor:

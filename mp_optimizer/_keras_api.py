@@ -110,8 +110,10 @@ class KerasStyleNames:
     loss_scale = reads.read_behind("scaled", grads)
     if loss_scale is None:
       loss_scale = read_loss_scale(self.loss_scale_manager)
+    manager = self.loss_scale_manager
     return unscale.unscale(grads, loss_scale,
-                           stack=self.loss_scale_manager.skips_nonfinite_steps)
+                           stack=manager.skips_nonfinite_steps,
+                           scale_floor=manager.scale_floor)
 
   def check_finite(self, grads: Iterable[tensors.Gradient]) -> tf.Tensor:
     """Returns a scalar bool tensor: are all `grads` finite (None ignored)?

@@ -157,7 +157,8 @@ class LossScaleOptimizer(tracking.RestoresBareOptimizer,
     if not scales:  # Nothing to undo.
       return grads_and_vars
     grads = unscale.unscale([g for g, _ in grads_and_vars], loss_scale,
-                            stack=self._manager.skips_nonfinite_steps)
+                            stack=self._manager.skips_nonfinite_steps,
+                            scale_floor=self._manager.scale_floor)
     return list(zip(grads, [v for _, v in grads_and_vars]))
 
   def apply_gradients(self, grads_and_vars: Iterable[Tuple[Any, tf.Variable]],

@@ -54,10 +54,14 @@ class Held:
       reciprocal is not a normal float32).
     total: The sum of the product's entries, made with it (the finite check
       reads it rather than summing the product again), or None.
+    flags: Scalar bools, all True iff every entry of the product is finite,
+      made from `source` alone (then the check reads these and the product
+      is made only behind the gate), or empty.
   """
   source: tf.Tensor
   inverse: tf.Tensor
   total: Optional[tf.Tensor] = None
+  flags: Tuple[tf.Tensor, ...] = ()
 
 
 @dataclasses.dataclass
@@ -106,6 +110,12 @@ def total_of(value: tf.Tensor) -> Optional[tf.Tensor]:
   """The recorded sum of `value`'s entries (see `Held.total`), else None."""
   held = recorded(value.graph).held.get(value.ref())
   return None if held is None else held.total
+
+
+def flags_of(value: tf.Tensor) -> Tuple[tf.Tensor, ...]:
+  """The recorded finite flags of `value` (see `Held.flags`), else ()."""
+  held = recorded(value.graph).held.get(value.ref())
+  return () if held is None else held.flags
 
 
 def whole_stacks(values: List[tf.Tensor]) -> List[Tuple[tf.Tensor, List[int]]]:

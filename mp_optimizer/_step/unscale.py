@@ -8,9 +8,9 @@ not one per variable, and the finite check reads the stacks whole
 (`managers.all_finite` finds them in the record). A group is cut into
 `STACK_CHUNKS` stacks of consecutive gradients (which backprop makes
 together in a stack of layers), each made once its own gradients exist:
-a constant number of kernels, and the float32 product of one stack, which
-the check reads before the gate, is an eighth of the group's (a group of
-eight or fewer held gradients is not stacked, see below).
+a constant number of kernels, and the float32 tensor of one stack that the
+check sums before the gate is an eighth of the group's (a group of eight or
+fewer held gradients is not stacked, see below).
 Gradients above `managers.finite.GROUP_MAX_ELEMENTS` entries, or of unknown
 shape (most sparse gradients), are multiplied one by one: stacking them
 would cost a copy and save no kernel worth it.
@@ -23,20 +23,20 @@ the bytes:
 
 ```
 before the verdict:  held  = stack of the 16-bit sources (or one alone)
-                     whole = cast(held, float32) * (1/S)  # after the last sum
-                     total = reduce_sum(whole)  # what the check reads
+                     what the check reads: see below
 behind the gate:     cast(held, float32) * (1/S), unstacked  # what applies
 ```
 
-Both products are the arithmetic the unscale of the float32 gradients does
-(a cast of a 16-bit number to float32 is exact, and stacking before or after
-it moves the same bits), so the update gets the same bits and the check
-sees the same sums. Each product waits for the sum of the one made before
-it (last variables first, as backprop makes them), so whatever order the
-executor picks, one float32 product at a time waits for its sum. `unscale`
-records each held form and its sum in the graph's record
-(`provenance.Held`); `behind_gate`, called by the step under the gate's
-pivot, builds the second product for the gradients that are still the ones
+The product behind the gate is the arithmetic the unscale of the float32
+gradients does (a cast of a 16-bit number to float32 is exact, and stacking
+before or after it moves the same bits), so the update gets the same bits.
+What the check reads of a held source before the gate (the source's own
+bits where the manager's least scale allows it, else the sum of the
+product) is `_step.held_check`'s to decide.
+
+`unscale` records each held form and what the check reads of it in the
+graph's record (`provenance.Held`); `behind_gate`, called by the step
+under the gate's pivot, builds the product for the gradients that are still the ones
 `unscale` made. Only a step that may be skipped stacks or holds
 (its updates wait for the check anyway); one that applies every step
 unscales each gradient on its own, so that each update can start as soon
@@ -48,6 +48,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from mp_optimizer._internal import provenance
+from mp_optimizer._step import held_check
 from mp_optimizer._internal import tensors
 from mp_optimizer._internal.tensors import Gradient
 from mp_optimizer.managers import finite
@@ -116,27 +117,8 @@ def _stack_groups(values: Sequence[Optional[tf.Tensor]],
           for chunk in _chunks(indices, held=key[-1] is not None)]
 
 
-class _Chain:
-  """Makes the held products one after another: each cast waits for the sum
-  of the one before, so however the executor orders the kernels, one float32
-  product at a time waits for its sum (the finite check reads the sums)."""
-
-  def __init__(self, record: provenance.Provenance, inverse: tf.Tensor):
-    self._record, self._inverse = record, inverse
-    self._last_total: List[tf.Tensor] = []
-
-  def product(self, source: tf.Tensor) -> tf.Tensor:
-    """`cast(source) * 1/S`, recorded with its sum."""
-    with tf.control_dependencies(self._last_total):
-      whole = tf.cast(source, tf.float32) * self._inverse
-    self._last_total = [tf.reduce_sum(whole)]
-    self._record.held[whole.ref()] = provenance.Held(
-        source, self._inverse, self._last_total[0])
-    return whole
-
-
 def _stack(values: List[tf.Tensor], sources: List[Optional[tf.Tensor]],
-           inverse: tf.Tensor, chain: _Chain) -> tf.Tensor:
+           inverse: tf.Tensor, chain: held_check.Chain) -> tf.Tensor:
   """The product of the stacked `values` and 1/S (held, if `sources`)."""
   if sources[0] is None:
     return _unscale_dense(tf.stack(values, name="stacked_gradients"), inverse)
@@ -144,7 +126,8 @@ def _stack(values: List[tf.Tensor], sources: List[Optional[tf.Tensor]],
 
 
 def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor,
-            stack: bool = True) -> List[Gradient]:
+            stack: bool = True,
+            scale_floor: Optional[float] = None) -> List[Gradient]:
   """Returns `grads` multiplied by 1/S, in float32.
 
   `None` stays `None`. A `tf.IndexedSlices` stays sparse: only `.values` is
@@ -160,6 +143,10 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor,
       16-bit sources of cast ones until the gate (see the module
       docstring); False multiplies each gradient on its own. The values are
       the same either way.
+    scale_floor: The least S the manager can give (`scale_floor` of
+      `managers.LossScaleManager`), or None if not known. At or above a
+      16-bit dtype's `held_check.LOWEST_SCALE_ON_BITS`, held sources of
+      that dtype are checked on their own bits (see `_step.held_check`).
 
   Returns:
     A new list, one entry per gradient.
@@ -171,7 +158,7 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor,
             tf.convert_to_tensor(tensors.values(grad)) for grad in grads]
   sources = [_source_16_bit(value) if stack else None for value in values]
   record = provenance.of()  # Of the default graph, where all this is built.
-  chain = _Chain(record, inverse)
+  chain = held_check.Chain(record, inverse, scale_floor if stack else None)
   unscaled = list(values)
   # Last variables first: backprop makes their gradients first.
   groups = _stack_groups(values, sources) if stack else []

@@ -1,0 +1,92 @@
+"""What the finite check reads of a gradient held in 16 bits.
+
+A float32 gradient that is the cast of a 16-bit one is held as that source
+until the verdict (`_step.unscale`); its float32 product with 1/S is made
+behind the gate. Before the gate the check reads either the source's own
+bits or the sum of the product, depending on the least scale the manager
+can give (`scale_floor`, a `managers.LossScaleManager` property):
+
+- At or above `LOWEST_SCALE_ON_BITS` for the source's dtype (2**-112 for
+  float16, 1 for bfloat16: every finite 16-bit value times 1/S is then a
+  finite float32), the source is read and no float32 product is made
+  before the gate: `reduce_all(is_finite(held))` for one above
+  `managers.finite.GROUP_MAX_ELEMENTS` entries (the cheapest there), the
+  float32 `reduce_sum(cast(held))` for a smaller float16 one (cheaper at
+  that size, and finite iff every entry is: float16 values cannot add up
+  past float32's range). A flag `1/S <= 1/floor`, one per step and dtype,
+  joins them, so a scale under the floor at run time (a restored or
+  assigned value) skips the step instead of trusting the bits. The verdict
+  on these gradients is the elementwise one.
+- Otherwise (a lower floor, a hand-written manager, which gives none, or a
+  small bfloat16 source, whose sum could overflow where its products would
+  not) it is `reduce_sum(cast(held) * (1/S))`, the sum of the product
+  itself, as for any other gradient.
+
+Each float32 tensor a sum reads waits for the sum made before it (last
+variables first, as backprop makes them), so whatever order the executor
+picks, one of them at a time waits for its sum.
+"""
+
+from typing import Dict, List, Optional
+
+import tensorflow as tf
+
+from mp_optimizer._internal import provenance
+from mp_optimizer.managers import finite
+
+# Per 16-bit dtype, the least S at which float32(x) * (1/S) is finite for
+# every finite x of that dtype: float16's largest, 65504 < 2**16, times
+# 2**112 stays below float32's largest (2**128 - 2**104); bfloat16 reaches
+# float32's largest, so 1/S must not exceed 1.
+LOWEST_SCALE_ON_BITS = {tf.float16: 2.0**-112, tf.bfloat16: 1.0}
+
+
+class Chain:
+  """Makes the held products and what the finite check reads of them
+  (see the module docstring), for one `unscale` call; a product the check
+  does not read waits for no sum."""
+
+  def __init__(self, record: provenance.Provenance, inverse: tf.Tensor,
+               scale_floor: Optional[float]):
+    self._record, self._inverse = record, inverse
+    self._floor = scale_floor
+    self._last_total: List[tf.Tensor] = []
+    self._guards: Dict[tf.DType, tf.Tensor] = {}
+
+  def _guard(self, dtype: tf.DType) -> Optional[tf.Tensor]:
+    """`1/S <= 1/LOWEST_SCALE_ON_BITS[dtype]`, or None if `scale_floor`
+    does not promise it."""
+    lowest = LOWEST_SCALE_ON_BITS[dtype]
+    if self._floor is None or not self._floor >= lowest:
+      return None
+    if dtype not in self._guards:  # False for a NaN 1/S too.
+      self._guards[dtype] = tf.less_equal(
+          self._inverse, 1.0 / lowest, name="inverse_loss_scale_in_range")
+    return self._guards[dtype]
+
+  def product(self, source: tf.Tensor) -> tf.Tensor:
+    """`cast(source) * 1/S`, recorded with what the check reads of it."""
+    guard = self._guard(source.dtype)
+    size = source.shape.num_elements()
+    if guard is not None and size is not None and (
+        size > finite.GROUP_MAX_ELEMENTS):
+      whole = tf.cast(source, tf.float32) * self._inverse
+      flags = (tf.reduce_all(tf.math.is_finite(source)), guard)
+      self._record.held[whole.ref()] = provenance.Held(
+          source, self._inverse, flags=flags)
+      return whole
+    if guard is not None and source.dtype == tf.float16:
+      # A float32 sum of float16 values is finite iff they all are: 65504
+      # times fewer than 2**100 entries stays in range.
+      whole = tf.cast(source, tf.float32) * self._inverse
+      with tf.control_dependencies(self._last_total):
+        cast = tf.cast(source, tf.float32)
+      total, flags = tf.reduce_sum(cast), (guard,)
+    else:
+      with tf.control_dependencies(self._last_total):
+        whole = tf.cast(source, tf.float32) * self._inverse
+      total, flags = tf.reduce_sum(whole), ()
+    self._last_total = [total]
+    self._record.held[whole.ref()] = provenance.Held(
+        source, self._inverse, total, flags)
+    return whole

@@ -1,0 +1,159 @@
+"""Held 16-bit gradients are checked on their own bits where S allows it.
+
+With a manager whose least scale (`scale_floor`) keeps every finite 16-bit
+value finite times 1/S (at least 2**-112 for float16, 1 for bfloat16), the
+finite check reads the held 16-bit sources, not their float32 products: a
+float32 sum of a float16 source (small ones), or `is_finite` of the source
+(those above `managers.finite.GROUP_MAX_ELEMENTS` entries, float16 or
+bfloat16). The verdict on those gradients is then the elementwise one
+(contrib's), and a scale below that floor at run time counts as an
+overflow. With a lower or unknown floor, or small bfloat16 sources, the
+products are summed, as for every other gradient.
+
+Each gradient here is set by a `tf.custom_gradient`, whatever S is, so the
+16-bit source and its product with 1/S are known exactly.
+"""
+
+import warnings
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+import mp_optimizer
+from mp_optimizer import managers
+from mp_optimizer.managers import finite
+
+v1 = tf.compat.v1
+F16_MAX = 65504.0
+SIZES = (("small", 2), ("large", finite.GROUP_MAX_ELEMENTS + 2))
+
+
+class ConstantScale(managers.LossScaleManager):
+  """A hand-written manager: says nothing of its least scale."""
+
+  def __init__(self, scale):
+    self._scale = scale
+
+  def get_loss_scale(self):
+    return tf.constant(self._scale, tf.float32)
+
+  def update_loss_scale(self, finite_grads):
+    del finite_grads
+    return tf.no_op()
+
+
+def _run(manager, dtype, gradient, scale=None):
+  """(applied, variable after one SGD step, S after it).
+
+  The variable's gradient is `cast(gradient as dtype, float32)`; `scale`, if
+  given, is assigned to the manager's scale variable before the step.
+  """
+  gradient = np.asarray(gradient, np.float32)
+  with tf.Graph().as_default() as graph:
+    var = v1.get_variable("v", initializer=np.zeros(gradient.shape,
+                                                    np.float32))
+
+    @tf.custom_gradient
+    def fixed_gradient(x):
+      return tf.identity(x), lambda _: tf.constant(gradient, dtype)
+
+    loss = tf.reduce_sum(tf.cast(fixed_gradient(tf.cast(var, dtype)),
+                                 tf.float32))
+    opt = mp_optimizer.LossScaleOptimizer(
+        v1.train.GradientDescentOptimizer(2.0**-110), manager)
+    with warnings.catch_warnings():  # bfloat16 alone: "use NoLossScale".
+      warnings.simplefilter("ignore", UserWarning)
+      train_op = opt.minimize(loss, var_list=[var])
+    applied = mp_optimizer.step_applied()
+    with v1.Session(graph=graph) as sess:
+      sess.run(v1.global_variables_initializer())
+      if scale is not None:
+        sess.run(manager.variables()[0].assign(scale))
+      _, was_applied = sess.run([train_op, applied])
+      return was_applied, sess.run(var), sess.run(manager.get_loss_scale())
+
+
+def _exponential(init, floor):
+  return managers.ExponentialUpdateLossScaleManager(
+      init, 1000, decr_every_n_nan_or_inf=1, min_loss_scale=floor)
+
+
+class HeldBitsTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(*SIZES)
+  def test_float16_products_adding_past_float32s_range_are_applied(
+      self, size):
+    # 65504 * 2**112 < float32's largest; two of them add up past it.
+    applied, var, _ = _run(_exponential(2.0**-112, 2.0**-112), tf.float16,
+                           np.full(size, F16_MAX))
+    self.assertTrue(applied)
+    want = np.float32(0) - np.float32(2.0**-110) * np.float32(
+        np.float32(F16_MAX) * np.float32(2.0**112))
+    np.testing.assert_array_equal(var, np.full(size, want))
+
+  @parameterized.named_parameters(*SIZES)
+  def test_a_manager_with_no_floor_keeps_the_summed_check(self, size):
+    applied, var, _ = _run(ConstantScale(2.0**-112), tf.float16,
+                           np.full(size, F16_MAX))
+    self.assertFalse(applied)  # The sum of the products is Inf.
+    np.testing.assert_array_equal(var, np.zeros(size))
+
+  @parameterized.named_parameters(*SIZES)
+  def test_a_float16_floor_below_2_112_checks_the_products(self, size):
+    # 65504 * 2**113 overflows float32; the 16-bit value is finite.
+    gradient = np.zeros(size)
+    gradient[-1] = F16_MAX
+    applied, var, _ = _run(_exponential(2.0**-113, 2.0**-120), tf.float16,
+                           gradient)
+    self.assertFalse(applied)
+    np.testing.assert_array_equal(var, np.zeros(size))
+
+  @parameterized.named_parameters(*SIZES)
+  def test_a_scale_under_the_floor_at_run_time_counts_as_an_overflow(
+      self, size):
+    # The manager's floor is 1; its variable is set to 2**-113 by hand. The
+    # gradient, one entry of 1 * 2**113, would be finite, but the check does
+    # not read the products, so the step is skipped and the scale shrinks
+    # to its floor.
+    gradient = np.zeros(size)
+    gradient[0] = 1.0
+    applied, var, scale = _run(_exponential(2.0**10, 1.0), tf.float16,
+                               gradient, scale=2.0**-113)
+    self.assertFalse(applied)
+    np.testing.assert_array_equal(var, np.zeros(size))
+    self.assertEqual(scale, 1.0)
+
+  @parameterized.named_parameters(*SIZES)
+  def test_a_bfloat16_floor_below_1_checks_the_products(self, size):
+    # bfloat16 reaches float32's range: 3e38 times 1/S = 2 overflows.
+    gradient = np.zeros(size)
+    gradient[0] = 3e38
+    applied, _, _ = _run(_exponential(0.5, 0.25), tf.bfloat16, gradient)
+    self.assertFalse(applied)
+
+  def test_large_bfloat16_sources_are_checked_on_their_bits(self):
+    # Products of 3e38 each, adding up past float32's range: applied.
+    applied, _, _ = _run(managers.FixedLossScaleManager(1.0), tf.bfloat16,
+                         np.full(SIZES[1][1], 3e38))
+    self.assertTrue(applied)
+
+  def test_small_bfloat16_sources_keep_the_summed_check(self):
+    applied, _, _ = _run(managers.FixedLossScaleManager(1.0), tf.bfloat16,
+                         np.full(SIZES[0][1], 3e38))
+    self.assertFalse(applied)  # Two products of 3e38 add up to Inf.
+
+  @parameterized.product(size=[size for _, size in SIZES],
+                         bad=[float("inf"), float("-inf"), float("nan")],
+                         dtype=[tf.float16, tf.bfloat16])
+  def test_a_non_finite_16_bit_value_skips_the_step(self, size, bad, dtype):
+    gradient = np.ones(size)
+    gradient[size // 2] = bad
+    applied, var, _ = _run(managers.FixedLossScaleManager(8.0), dtype,
+                           gradient)
+    self.assertFalse(applied)
+    np.testing.assert_array_equal(var, np.zeros(size))
+
+
+if __name__ == "__main__":
+  tf.test.main()
