@@ -181,9 +181,9 @@ class LossScaleManager(tracking.GraphScopedTrackable, metaclass=abc.ABCMeta):
     The optimizer reads this once, when it builds the graph. Where it
     guarantees that a finite 16-bit gradient stays finite times 1/S (S at
     least 2**-112 for float16, 1 for bfloat16), such gradients are checked
-    on their own 16 bits, before any float32 product exists; a scale below
-    it at run time then counts as an overflow. With None every product is
-    checked.
+    on their own 16 bits; a scale found below that bound (2**-112 or 1,
+    not this floor) when a step runs then counts as an overflow. With None
+    the sums of the float32 products are checked.
     """
     return None
 

@@ -121,6 +121,11 @@ class NoLossScale(fixed.FixedLossScaleManager):
     """True: a step with a NaN/Inf gradient is skipped."""
     return True
 
+  @property
+  def scale_floor(self) -> float:
+    """The least scale: 1.0, the only one."""
+    return 1.0
+
   def get_loss_scale(self) -> tf.Tensor:
     """Returns a float32 constant 1 (one per graph), never a kept variable.
 

@@ -52,11 +52,12 @@ class Held:
     source: The 16-bit gradient (or stack of them) the product is cast from.
     inverse: The float32 scalar 1/S it is multiplied by (NaN for an S whose
       reciprocal is not a normal float32).
-    total: The sum of the product's entries, made with it (the finite check
-      reads it rather than summing the product again), or None.
-    flags: Scalar bools, all True iff every entry of the product is finite,
-      made from `source` alone (then the check reads these and the product
-      is made only behind the gate), or empty.
+    total: A float32 sum the finite check reads rather than summing the
+      product again: of the product's entries, or of the source's where
+      `flags` guard it (`_step.held_check`); or None.
+    flags: Scalar bools the check also reads, all True only if every entry
+      of the product is finite (made from `source` and 1/S alone, so the
+      product is needed only behind the gate), or empty.
   """
   source: tf.Tensor
   inverse: tf.Tensor

@@ -4,27 +4,32 @@ A float32 gradient that is the cast of a 16-bit one is held as that source
 until the verdict (`_step.unscale`); its float32 product with 1/S is made
 behind the gate. Before the gate the check reads either the source's own
 bits or the sum of the product, depending on the least scale the manager
-can give (`scale_floor`, a `managers.LossScaleManager` property):
+can give (`scale_floor`, a `managers.LossScaleManager` property). The
+product itself is made before the gate only if something else reads it
+there (a clip whose result is checked, telemetry, the amax manager's
+`gradient_amax`):
 
 - At or above `LOWEST_SCALE_ON_BITS` for the source's dtype (2**-112 for
   float16, 1 for bfloat16: every finite 16-bit value times 1/S is then a
-  finite float32), the source is read and no float32 product is made
-  before the gate: `reduce_all(is_finite(held))` for one above
+  finite float32), the source is read: `reduce_all(is_finite(held))` for
+  a held tensor (a stack or one gradient) above
   `managers.finite.GROUP_MAX_ELEMENTS` entries (the cheapest there), the
   float32 `reduce_sum(cast(held))` for a smaller float16 one (cheaper at
   that size, and finite iff every entry is: float16 values cannot add up
-  past float32's range). A flag `1/S <= 1/floor`, one per step and dtype,
-  joins them, so a scale under the floor at run time (a restored or
-  assigned value) skips the step instead of trusting the bits. The verdict
-  on these gradients is the elementwise one.
+  past float32's range). A flag `1/S <= 2**112` (float16) or `1/S <= 1`
+  (bfloat16), one per step and dtype, joins them, so a scale found under
+  that bound when the step runs (a restored or assigned value) skips the
+  step instead of trusting the bits; it is False for a NaN 1/S too (`unscale`
+  makes 1/S NaN unless it is a normal, positive float32). The verdict on
+  these gradients is the elementwise one.
 - Otherwise (a lower floor, a hand-written manager, which gives none, or a
   small bfloat16 source, whose sum could overflow where its products would
   not) it is `reduce_sum(cast(held) * (1/S))`, the sum of the product
   itself, as for any other gradient.
 
-Each float32 tensor a sum reads waits for the sum made before it (last
-variables first, as backprop makes them), so whatever order the executor
-picks, one of them at a time waits for its sum.
+Each float32 tensor a sum reads, and each product, waits for the sum made
+before it (last variables first, as backprop makes them), so whatever
+order the executor picks, one of them at a time waits for its sum.
 """
 
 from typing import Dict, List, Optional
@@ -43,8 +48,7 @@ LOWEST_SCALE_ON_BITS = {tf.float16: 2.0**-112, tf.bfloat16: 1.0}
 
 class Chain:
   """Makes the held products and what the finite check reads of them
-  (see the module docstring), for one `unscale` call; a product the check
-  does not read waits for no sum."""
+  (see the module docstring), for one `unscale` call."""
 
   def __init__(self, record: provenance.Provenance, inverse: tf.Tensor,
                scale_floor: Optional[float]):
@@ -54,8 +58,8 @@ class Chain:
     self._guards: Dict[tf.DType, tf.Tensor] = {}
 
   def _guard(self, dtype: tf.DType) -> Optional[tf.Tensor]:
-    """`1/S <= 1/LOWEST_SCALE_ON_BITS[dtype]`, or None if `scale_floor`
-    does not promise it."""
+    """The flag `1/S <= 1/LOWEST_SCALE_ON_BITS[dtype]` (one per dtype), or
+    None if `scale_floor` does not promise it."""
     lowest = LOWEST_SCALE_ON_BITS[dtype]
     if self._floor is None or not self._floor >= lowest:
       return None
@@ -68,9 +72,10 @@ class Chain:
     """`cast(source) * 1/S`, recorded with what the check reads of it."""
     guard = self._guard(source.dtype)
     size = source.shape.num_elements()
+    with tf.control_dependencies(self._last_total):
+      whole = tf.cast(source, tf.float32) * self._inverse
     if guard is not None and size is not None and (
         size > finite.GROUP_MAX_ELEMENTS):
-      whole = tf.cast(source, tf.float32) * self._inverse
       flags = (tf.reduce_all(tf.math.is_finite(source)), guard)
       self._record.held[whole.ref()] = provenance.Held(
           source, self._inverse, flags=flags)
@@ -78,13 +83,10 @@ class Chain:
     if guard is not None and source.dtype == tf.float16:
       # A float32 sum of float16 values is finite iff they all are: 65504
       # times fewer than 2**100 entries stays in range.
-      whole = tf.cast(source, tf.float32) * self._inverse
       with tf.control_dependencies(self._last_total):
         cast = tf.cast(source, tf.float32)
       total, flags = tf.reduce_sum(cast), (guard,)
     else:
-      with tf.control_dependencies(self._last_total):
-        whole = tf.cast(source, tf.float32) * self._inverse
       total, flags = tf.reduce_sum(whole), ()
     self._last_total = [total]
     self._record.held[whole.ref()] = provenance.Held(

@@ -180,8 +180,9 @@ def _report(settings: OverflowReport, prefix: str,
     more = tf.where(count > settings.max_variables, ", ...", "")
     listing = tf.where(
         count > 0, tf.strings.join([listing, more]),
-        "none has a NaN/Inf entry here (their sum overflowed float32, or "
-        "another worker's replicas overflowed)")
+        "none has a NaN/Inf entry here (their sum overflowed float32, the "
+        "scale is below 2**-112, or 1 for bfloat16 gradients, or another "
+        "worker's replicas overflowed)")
     line = tf.strings.join([
         f"mp_optimizer: {prefix} at loss scale ",
         tf.strings.as_string(scale, shortest=True), ": ",

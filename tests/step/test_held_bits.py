@@ -74,6 +74,13 @@ def _run(manager, dtype, gradient, scale=None):
       return was_applied, sess.run(var), sess.run(manager.get_loss_scale())
 
 
+def _one_entry(size, value, at=0):
+  """`size` zeros but `value` at `at`."""
+  gradient = np.zeros(size)
+  gradient[at] = value
+  return gradient
+
+
 def _exponential(init, floor):
   return managers.ExponentialUpdateLossScaleManager(
       init, 1000, decr_every_n_nan_or_inf=1, min_loss_scale=floor)
@@ -102,8 +109,7 @@ class HeldBitsTest(parameterized.TestCase):
   @parameterized.named_parameters(*SIZES)
   def test_a_float16_floor_below_2_112_checks_the_products(self, size):
     # 65504 * 2**113 overflows float32; the 16-bit value is finite.
-    gradient = np.zeros(size)
-    gradient[-1] = F16_MAX
+    gradient = _one_entry(size, F16_MAX, at=-1)
     applied, var, _ = _run(_exponential(2.0**-113, 2.0**-120), tf.float16,
                            gradient)
     self.assertFalse(applied)
@@ -116,8 +122,7 @@ class HeldBitsTest(parameterized.TestCase):
     # gradient, one entry of 1 * 2**113, would be finite, but the check does
     # not read the products, so the step is skipped and the scale shrinks
     # to its floor.
-    gradient = np.zeros(size)
-    gradient[0] = 1.0
+    gradient = _one_entry(size, 1.0)
     applied, var, scale = _run(_exponential(2.0**10, 1.0), tf.float16,
                                gradient, scale=2.0**-113)
     self.assertFalse(applied)
@@ -125,10 +130,38 @@ class HeldBitsTest(parameterized.TestCase):
     self.assertEqual(scale, 1.0)
 
   @parameterized.named_parameters(*SIZES)
+  def test_a_float16_floor_below_2_112_sums_the_products(self, size):
+    # At S = 2**-112 each product is finite, but with the floor at 2**-120
+    # the check sums the products, and two of them add up past float32.
+    applied, var, _ = _run(_exponential(2.0**-112, 2.0**-120), tf.float16,
+                           np.full(size, F16_MAX))
+    self.assertFalse(applied)
+    np.testing.assert_array_equal(var, np.zeros(size))
+
+  @parameterized.named_parameters(*SIZES)
+  def test_a_bfloat16_scale_under_1_at_run_time_counts_as_an_overflow(
+      self, size):
+    # Floor 1, scale set to 0.5 by hand: 3e38 times 2 overflows.
+    gradient = _one_entry(size, 3e38)
+    applied, _, scale = _run(_exponential(2.0, 1.0), tf.bfloat16, gradient,
+                             scale=0.5)
+    self.assertFalse(applied)
+    self.assertEqual(scale, 1.0)
+
+  @parameterized.named_parameters(*SIZES)
+  def test_a_float16_scale_under_the_floor_but_in_range_is_trusted(
+      self, size):
+    # The flag is on the dtype's bound (2**-112), not on the floor (1).
+    gradient = _one_entry(size, 1.0)
+    applied, var, _ = _run(_exponential(2.0**10, 1.0), tf.float16, gradient,
+                           scale=0.5)
+    self.assertTrue(applied)
+    self.assertEqual(var[0], np.float32(-(2.0**-110) * 2.0))
+
+  @parameterized.named_parameters(*SIZES)
   def test_a_bfloat16_floor_below_1_checks_the_products(self, size):
     # bfloat16 reaches float32's range: 3e38 times 1/S = 2 overflows.
-    gradient = np.zeros(size)
-    gradient[0] = 3e38
+    gradient = _one_entry(size, 3e38)
     applied, _, _ = _run(_exponential(0.5, 0.25), tf.bfloat16, gradient)
     self.assertFalse(applied)
 
@@ -153,6 +186,25 @@ class HeldBitsTest(parameterized.TestCase):
                            gradient)
     self.assertFalse(applied)
     np.testing.assert_array_equal(var, np.zeros(size))
+
+
+class ScaleFloorTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("fixed", lambda: managers.FixedLossScaleManager(8), 8.0),
+      ("fixed_tf2", lambda: managers.FixedLossScale(4.0), 4.0),
+      ("exponential", lambda: managers.ExponentialUpdateLossScaleManager(
+          2.0**15, 10, min_loss_scale=0.5), 0.5),
+      ("exponential_default", lambda: managers.ExponentialUpdateLossScaleManager(
+          2.0**15, 10), 1.0),
+      ("dynamic_tf2", lambda: managers.DynamicLossScale(
+          min_loss_scale=2.0**-10), 2.0**-10),
+      ("amax", lambda: managers.AmaxHistoryLossScaleManager(
+          min_loss_scale=4.0), 4.0),
+      ("no_loss_scale", managers.NoLossScale, 1.0),
+      ("hand_written", lambda: ConstantScale(1.0), None))
+  def test_each_manager_states_its_least_scale(self, make, want):
+    self.assertEqual(make().scale_floor, want)
 
 
 if __name__ == "__main__":
