@@ -148,9 +148,9 @@ def all_finite(grads: Iterable[Gradient]) -> tf.Tensor:
       return tf.math.is_finite(totals[0], name="all_finite")
     return tf.math.logical_and(tf.math.is_finite(totals[0]),
                                tf.math.is_finite(totals[1]), name="all_finite")
+  # A held source's flags come with its sum or with the flag on 1/S: two
+  # or more, so always a stack.
   flags += [tf.math.is_finite(total) for total in totals]
-  if len(flags) == 1:
-    return flags[0]
   return tf.reduce_all(tf.stack(flags), name="all_finite")
 
 

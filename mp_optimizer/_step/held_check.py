@@ -73,7 +73,8 @@ class Chain:
     guard = self._guard(source.dtype)
     size = source.shape.num_elements()
     with tf.control_dependencies(self._last_total):
-      whole = tf.cast(source, tf.float32) * self._inverse
+      cast = tf.cast(source, tf.float32)
+    whole = cast * self._inverse
     if guard is not None and size is not None and (
         size > finite.GROUP_MAX_ELEMENTS):
       flags = (tf.reduce_all(tf.math.is_finite(source)), guard)
@@ -83,8 +84,6 @@ class Chain:
     if guard is not None and source.dtype == tf.float16:
       # A float32 sum of float16 values is finite iff they all are: 65504
       # times fewer than 2**100 entries stays in range.
-      with tf.control_dependencies(self._last_total):
-        cast = tf.cast(source, tf.float32)
       total, flags = tf.reduce_sum(cast), (guard,)
     else:
       total, flags = tf.reduce_sum(whole), ()

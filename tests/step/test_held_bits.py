@@ -22,6 +22,7 @@ import tensorflow as tf
 
 import mp_optimizer
 from mp_optimizer import managers
+from mp_optimizer.overflow import OverflowReport
 from mp_optimizer.managers import finite
 
 v1 = tf.compat.v1
@@ -43,11 +44,12 @@ class ConstantScale(managers.LossScaleManager):
     return tf.no_op()
 
 
-def _run(manager, dtype, gradient, scale=None):
+def _run(manager, dtype, gradient, scale=None, report_path=None):
   """(applied, variable after one SGD step, S after it).
 
   The variable's gradient is `cast(gradient as dtype, float32)`; `scale`, if
-  given, is assigned to the manager's scale variable before the step.
+  given, is assigned to the manager's scale variable before the step; a
+  `report_path` gets the overflow report.
   """
   gradient = np.asarray(gradient, np.float32)
   with tf.Graph().as_default() as graph:
@@ -60,8 +62,11 @@ def _run(manager, dtype, gradient, scale=None):
 
     loss = tf.reduce_sum(tf.cast(fixed_gradient(tf.cast(var, dtype)),
                                  tf.float32))
+    report = report_path and OverflowReport(
+        output_stream="file://" + report_path)
     opt = mp_optimizer.LossScaleOptimizer(
-        v1.train.GradientDescentOptimizer(2.0**-110), manager)
+        v1.train.GradientDescentOptimizer(2.0**-110), manager,
+        overflow_report=report or False)
     with warnings.catch_warnings():  # bfloat16 alone: "use NoLossScale".
       warnings.simplefilter("ignore", UserWarning)
       train_op = opt.minimize(loss, var_list=[var])
@@ -123,11 +128,15 @@ class HeldBitsTest(parameterized.TestCase):
     # not read the products, so the step is skipped and the scale shrinks
     # to its floor.
     gradient = _one_entry(size, 1.0)
+    path = self.create_tempdir().full_path + "/report.txt"
     applied, var, scale = _run(_exponential(2.0**10, 1.0), tf.float16,
-                               gradient, scale=2.0**-113)
+                               gradient, scale=2.0**-113, report_path=path)
     self.assertFalse(applied)
     np.testing.assert_array_equal(var, np.zeros(size))
     self.assertEqual(scale, 1.0)
+    with open(path, encoding="utf-8") as report:
+      self.assertIn("none has a NaN/Inf entry here (their sum overflowed "
+                    "float32, the scale is below 2**-112", report.read())
 
   @parameterized.named_parameters(*SIZES)
   def test_a_float16_floor_below_2_112_sums_the_products(self, size):
