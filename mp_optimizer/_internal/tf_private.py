@@ -9,7 +9,9 @@ TF internals, lives in `tracking`.)
   (`tf.control_dependencies(None)`, `tf.init_scope`). Those ops exist by the
   time the gate can see them, and TensorFlow has no public API to give an
   existing op a new input. TF's own v1 `tf.cond` does the same for
-  input-less ops of a branch (`Operation._add_control_input`).
+  input-less ops of a branch (`Operation._add_control_input`). The step's
+  pacing (`mp_optimizer._step.pacing`) uses it too: the ops a product must
+  wait for are the inner optimizer's updates, built after the product.
 * `keras_optimizer_classes` / `wrapper_classes`: which optimizers TF's
   `enable_mixed_precision_graph_rewrite` wraps itself. TF decides by a
   registry that every Keras it has loaded fills in (TF's frozen Keras copy's

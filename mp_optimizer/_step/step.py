@@ -39,6 +39,7 @@ from mp_optimizer._internal import tensors
 from mp_optimizer._internal.tensors import GradsAndVars
 from mp_optimizer._step import clipping
 from mp_optimizer._step import gate
+from mp_optimizer._step import pacing
 from mp_optimizer._step import report
 from mp_optimizer._step import signal_record
 from mp_optimizer._step import summaries
@@ -121,9 +122,13 @@ class StepBuilder:
 
   def _apply_on_replica(self, *grads: tensors.Gradient) -> tf.Operation:
     # Behind the pivot: the held 16-bit gradients become float32 only here.
-    grads = unscale.behind_gate(grads)
-    return self._settings.inner.apply_gradients(
+    # At most `pacing.IN_FLIGHT` of their products alive at a time.
+    start = tf.compat.v1.get_default_graph().version
+    grads, units = unscale.behind_gate(grads)
+    applied = self._settings.inner.apply_gradients(
         list(zip(grads, self._variables)), self._global_step, self._inner_name)
+    pacing.pace(units, start)
+    return applied
 
   def _ends_sync_replicas_round(self) -> bool:
     """True if the gradients come from SyncReplicasOptimizer's accumulators.

@@ -49,6 +49,7 @@ import tensorflow as tf
 
 from mp_optimizer._internal import provenance
 from mp_optimizer._step import held_check
+from mp_optimizer._step import pacing
 from mp_optimizer._internal import tensors
 from mp_optimizer._internal.tensors import Gradient
 from mp_optimizer.managers import finite
@@ -183,20 +184,26 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor,
           for grad, new in zip(grads, unscaled)]
 
 
-def behind_gate(grads: Sequence[Gradient]) -> List[Gradient]:
+def behind_gate(grads: Sequence[Gradient]
+                ) -> Tuple[List[Gradient], List[pacing.Unit]]:
   """`grads`, each one `unscale` made from a held form made again here.
 
   Called under the gate's pivot, so the float32 products exist only once
   the step applies; the ones `unscale` made are then read by the finite
   check alone. The values are the same bits. Other gradients (clipped,
   accumulated, computed by hand) are returned as they are.
+
+  Returns:
+    The gradients, and the products made here, in the order made, for
+    `pacing.pace` once the inner optimizer has read them.
   """
   values = [None if grad is None else tensors.values(grad) for grad in grads]
   if not any(isinstance(value, tf.Tensor) for value in values):
-    return list(grads)
+    return list(grads), []
   record = provenance.recorded(next(
       value for value in values if isinstance(value, tf.Tensor)).graph)
   remade: Dict[int, List[tf.Tensor]] = {}  # id(stack) -> its slices, again
+  units: List[pacing.Unit] = []
   result = list(grads)
   for index, value in enumerate(values):
     if not isinstance(value, tf.Tensor):
@@ -204,13 +211,16 @@ def behind_gate(grads: Sequence[Gradient]) -> List[Gradient]:
     stack, position = record.stacks.get(value.ref(), (None, None))
     if stack is not None and stack.whole.ref() in record.held:
       if id(stack) not in remade:
-        remade[id(stack)] = tf.unstack(
-            _from_held(record.held[stack.whole.ref()]),
-            num=len(stack.slices), name="unscaled_gradients")
+        product = _from_held(record.held[stack.whole.ref()])
+        remade[id(stack)] = tf.unstack(product, num=len(stack.slices),
+                                       name="unscaled_gradients")
+        units.append(pacing.Unit(product.op.inputs[0].op,
+                                 tuple(remade[id(stack)])))
       new = remade[id(stack)][position]
     elif value.ref() in record.held:
       new = _from_held(record.held[value.ref()])
+      units.append(pacing.Unit(new.op.inputs[0].op, (new,)))
     else:
       continue
     result[index] = tensors.with_values(grads[index], new)
-  return result
+  return result, units
