@@ -89,7 +89,6 @@ class WindowTest(parameterized.TestCase):
   @parameterized.named_parameters(
       ("two_fit", [4, 4, 4, 4], 8, [0, 0, 1, 2]),
       ("all_fit", [4, 4, 4], 12, [0, 0, 0]),
-      ("unknown_alone", [4, None, 4, 4], 8, [0, 1, 2, 2]),
       ("larger_than_budget", [10, 1, 1], 8, [0, 1, 1]))
   def test_window_starts(self, sizes, budget, expected):
     self.assertEqual(pacing._window_starts(sizes, budget), expected)
