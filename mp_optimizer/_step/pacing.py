@@ -20,9 +20,11 @@ for each unit k:
 An op that reads a product is an update (or whatever the inner optimizer
 reads the gradient with); once all of them ran, that product's buffer is
 free. By induction over the casts, each waiting for the one before, every
-unit before window(k) is done when cast(k) runs: at most the budget's bytes
-of products are alive, plus the next one being made. With two, one unit's
-updates run while the next unit's product is made. No kernel is added, only
+unit before window(k) is done when cast(k) runs, so once it has run the
+products alive are window(k)'s: at most the budget's bytes, or one unit
+larger than it (the multiply by 1/S reuses the cast's buffer; where it
+could not, one more product's bytes for a moment). With a budget of two,
+one unit's updates run while the next unit's product is made. No kernel is added, only
 control edges: about one per update.
 
 A product of unknown shape is left out (its bytes are not known), and
