@@ -53,6 +53,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from mp_optimizer._internal import graph_walk
 from mp_optimizer._internal import tf_private
 
 # The budget of products alive at a time, in units of the largest one.
@@ -96,8 +97,8 @@ def _reach(new_ops: Sequence[tf.Operation],
   for op in new_ops:
     if op.type in _CONTROL_FLOW_TYPES:
       return None
-    found = {reach[source] for source in
-             [tensor.op for tensor in op.inputs] + list(op.control_inputs)
+    found = {reach[source]
+             for source in graph_walk.op_and_control_inputs(op)
              if source in reach}
     if op in reach:
       found.add(reach[op])
