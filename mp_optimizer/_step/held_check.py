@@ -12,24 +12,27 @@ there (a clip whose result is checked, telemetry, the amax manager's
 - At or above `LOWEST_SCALE_ON_BITS` for the source's dtype (2**-112 for
   float16, 1 for bfloat16: every finite 16-bit value times 1/S is then a
   finite float32), the source is read: `reduce_all(is_finite(held))` for
-  a held tensor (a stack or one gradient) above
-  `managers.finite.GROUP_MAX_ELEMENTS` entries (the cheapest there), the
-  float32 `reduce_sum(cast(held))` for a smaller float16 one (cheaper at
-  that size, and finite iff every entry is: float16 values cannot add up
-  past float32's range). A flag `1/S <= 2**112` (float16) or `1/S <= 1`
-  (bfloat16), one per step and dtype, joins them, so a scale found under
-  that bound when the step runs (a restored or assigned value) skips the
-  step instead of trusting the bits; it is False for a NaN 1/S too (`unscale`
-  makes 1/S NaN unless it is a normal, positive float32). The verdict on
-  these gradients is the elementwise one.
+  a held tensor (a stack or one gradient) of at most
+  `SMALL_BITS_MAX_ELEMENTS` or above `managers.finite.GROUP_MAX_ELEMENTS`
+  entries, the float32 `reduce_sum(cast(held))` for a float16 one in
+  between (where `is_finite` on 16 bits costs more on CPU; finite iff every
+  entry is: float16 values cannot add up past float32's range). A flag
+  `1/S <= 2**112` (float16) or `1/S <= 1` (bfloat16), one per step and
+  dtype, joins them, so a scale found under that bound when the step runs
+  (a restored or assigned value) skips the step instead of trusting the
+  bits; it is False for a NaN 1/S too (`unscale` makes 1/S NaN unless it
+  is a normal, positive float32). The verdict on these gradients is the
+  elementwise one.
 - Otherwise (a lower floor, a hand-written manager, which gives none, or a
-  small bfloat16 source, whose sum could overflow where its products would
-  not) it is `reduce_sum(cast(held) * (1/S))`, the sum of the product
+  bfloat16 source in between, whose sum could overflow where its products
+  would not) it is `reduce_sum(cast(held) * (1/S))`, the sum of the product
   itself, as for any other gradient.
 
 Each float32 tensor a sum reads, and each product, waits for the sum made
 before it (last variables first, as backprop makes them), so whatever
-order the executor picks, one of them at a time waits for its sum.
+order the executor picks, one of them at a time waits for its sum. A
+source read by `is_finite` makes no float32 tensor before the gate, and
+waits for nothing.
 """
 
 from typing import Dict, List, Optional
@@ -44,6 +47,12 @@ from mp_optimizer.managers import finite
 # 2**112 stays below float32's largest (2**128 - 2**104); bfloat16 reaches
 # float32's largest, so 1/S must not exceed 1.
 LOWEST_SCALE_ON_BITS = {tf.float16: 2.0**-112, tf.bfloat16: 1.0}
+
+# Held tensors of at most this many entries are read by `is_finite` (see the
+# module docstring): there it costs what the float32 sum costs, and keeps
+# that sum's float32 copy and its wait on the sum before out of the step
+# (docs/performance-history.md, "seventh").
+SMALL_BITS_MAX_ELEMENTS = 8192
 
 
 class Chain:
@@ -76,7 +85,7 @@ class Chain:
       cast = tf.cast(source, tf.float32)
     whole = cast * self._inverse
     if guard is not None and size is not None and (
-        size > finite.GROUP_MAX_ELEMENTS):
+        size <= SMALL_BITS_MAX_ELEMENTS or size > finite.GROUP_MAX_ELEMENTS):
       flags = (tf.reduce_all(tf.math.is_finite(source)), guard)
       self._record.held[whole.ref()] = provenance.Held(
           source, self._inverse, flags=flags)

@@ -2,13 +2,14 @@
 
 With a manager whose least scale (`scale_floor`) keeps every finite 16-bit
 value finite times 1/S (at least 2**-112 for float16, 1 for bfloat16), the
-finite check reads the held 16-bit sources, not their float32 products: a
-float32 sum of a float16 source (small ones), or `is_finite` of the source
-(those above `managers.finite.GROUP_MAX_ELEMENTS` entries, float16 or
-bfloat16). The verdict on those gradients is then the elementwise one
-(contrib's), and a scale below that floor at run time counts as an
-overflow. With a lower or unknown floor, or small bfloat16 sources, the
-products are summed, as for every other gradient.
+finite check reads the held 16-bit sources, not their float32 products:
+`is_finite` of the source (float16 or bfloat16, at most
+`_step.held_check.SMALL_BITS_MAX_ELEMENTS` or above
+`managers.finite.GROUP_MAX_ELEMENTS` entries), or a float32 sum of a float16
+source in between. The verdict on those gradients is then the elementwise
+one (contrib's), and a scale below that floor at run time counts as an
+overflow. With a lower or unknown floor, or bfloat16 sources in between,
+the products are summed, as for every other gradient.
 
 Each gradient here is set by a `tf.custom_gradient`, whatever S is, so the
 16-bit source and its product with 1/S are known exactly.
@@ -24,10 +25,14 @@ import mp_optimizer
 from mp_optimizer import managers
 from mp_optimizer.overflow import OverflowReport
 from mp_optimizer.managers import finite
+from mp_optimizer._step import held_check
 
 v1 = tf.compat.v1
 F16_MAX = 65504.0
-SIZES = (("small", 2), ("large", finite.GROUP_MAX_ELEMENTS + 2))
+SMALL = ("small", 2)
+BETWEEN = ("between", held_check.SMALL_BITS_MAX_ELEMENTS + 2)
+LARGE = ("large", finite.GROUP_MAX_ELEMENTS + 2)
+SIZES = (SMALL, BETWEEN, LARGE)
 
 
 class ConstantScale(managers.LossScaleManager):
@@ -44,32 +49,38 @@ class ConstantScale(managers.LossScaleManager):
     return tf.no_op()
 
 
+def _build(manager, dtype, gradient, report_path=None):
+  """(var, train_op) in the default graph: one SGD step of a variable whose
+  gradient is `cast(gradient as dtype, float32)`; a `report_path` gets the
+  overflow report."""
+  gradient = np.asarray(gradient, np.float32)
+  var = v1.get_variable("v", initializer=np.zeros(gradient.shape, np.float32))
+
+  @tf.custom_gradient
+  def fixed_gradient(x):
+    return tf.identity(x), lambda _: tf.constant(gradient, dtype,
+                                                 name="source")
+
+  loss = tf.reduce_sum(tf.cast(fixed_gradient(tf.cast(var, dtype)),
+                               tf.float32))
+  report = report_path and OverflowReport(
+      output_stream="file://" + report_path)
+  opt = mp_optimizer.LossScaleOptimizer(
+      v1.train.GradientDescentOptimizer(2.0**-110), manager,
+      overflow_report=report or False)
+  with warnings.catch_warnings():  # bfloat16 alone: "use NoLossScale".
+    warnings.simplefilter("ignore", UserWarning)
+    return var, opt.minimize(loss, var_list=[var])
+
+
 def _run(manager, dtype, gradient, scale=None, report_path=None):
   """(applied, variable after one SGD step, S after it).
 
-  The variable's gradient is `cast(gradient as dtype, float32)`; `scale`, if
-  given, is assigned to the manager's scale variable before the step; a
-  `report_path` gets the overflow report.
+  The step is `_build`'s; `scale`, if given, is assigned to the manager's
+  scale variable before it.
   """
-  gradient = np.asarray(gradient, np.float32)
   with tf.Graph().as_default() as graph:
-    var = v1.get_variable("v", initializer=np.zeros(gradient.shape,
-                                                    np.float32))
-
-    @tf.custom_gradient
-    def fixed_gradient(x):
-      return tf.identity(x), lambda _: tf.constant(gradient, dtype)
-
-    loss = tf.reduce_sum(tf.cast(fixed_gradient(tf.cast(var, dtype)),
-                                 tf.float32))
-    report = report_path and OverflowReport(
-        output_stream="file://" + report_path)
-    opt = mp_optimizer.LossScaleOptimizer(
-        v1.train.GradientDescentOptimizer(2.0**-110), manager,
-        overflow_report=report or False)
-    with warnings.catch_warnings():  # bfloat16 alone: "use NoLossScale".
-      warnings.simplefilter("ignore", UserWarning)
-      train_op = opt.minimize(loss, var_list=[var])
+    var, train_op = _build(manager, dtype, gradient, report_path)
     applied = mp_optimizer.step_applied()
     with v1.Session(graph=graph) as sess:
       sess.run(v1.global_variables_initializer())
@@ -174,16 +185,32 @@ class HeldBitsTest(parameterized.TestCase):
     applied, _, _ = _run(_exponential(0.5, 0.25), tf.bfloat16, gradient)
     self.assertFalse(applied)
 
-  def test_large_bfloat16_sources_are_checked_on_their_bits(self):
+  @parameterized.named_parameters(SMALL, LARGE)
+  def test_small_and_large_bfloat16_sources_are_checked_on_their_bits(
+      self, size):
     # Products of 3e38 each, adding up past float32's range: applied.
     applied, _, _ = _run(managers.FixedLossScaleManager(1.0), tf.bfloat16,
-                         np.full(SIZES[1][1], 3e38))
+                         np.full(size, 3e38))
     self.assertTrue(applied)
 
-  def test_small_bfloat16_sources_keep_the_summed_check(self):
+  def test_bfloat16_sources_in_between_keep_the_summed_check(self):
     applied, _, _ = _run(managers.FixedLossScaleManager(1.0), tf.bfloat16,
-                         np.full(SIZES[0][1], 3e38))
-    self.assertFalse(applied)  # Two products of 3e38 add up to Inf.
+                         np.full(BETWEEN[1], 3e38))
+    self.assertFalse(applied)  # Products of 3e38 add up to Inf.
+
+  @parameterized.named_parameters(
+      (*SMALL, ["IsFinite"]), (*BETWEEN, ["Sum"]), (*LARGE, ["IsFinite"]))
+  def test_what_the_check_reads_of_a_float16_source(self, size, want):
+    # The 16-bit source's own readers: `is_finite`, or a cast summed at once.
+    with tf.Graph().as_default() as graph:
+      _build(managers.FixedLossScaleManager(8.0), tf.float16, np.ones(size))
+    source, = [op.outputs[0] for op in graph.get_operations()
+               if op.name.endswith("/source")]
+    readers = [op.type for op in source.consumers() if op.type != "Cast"]
+    readers += [op.type for cast in source.consumers()
+                if cast.type == "Cast" for op in cast.outputs[0].consumers()
+                if op.type == "Sum"]
+    self.assertEqual(readers, want)
 
   @parameterized.product(size=[size for _, size in SIZES],
                          bad=[float("inf"), float("-inf"), float("nan")],
