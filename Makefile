@@ -19,7 +19,8 @@
 #   make docs    the documentation site into site/ (MkDocs, warnings as
 #                errors); open site/index.html
 #   make bench   overhead benchmarks, the opt-in options, mp_optimizer.horovod on two
-#                processes, bfloat16 vs float32, every contender against the
+#                processes, bfloat16 vs float32, the finite check's two
+#                readings of a float16 gradient, every contender against the
 #                cheapest exact skip and on realistic models, then the growth
 #                with the number of variables (writes BENCHMARKS.md and
 #                docs/scaling.png)
@@ -238,6 +239,7 @@ bench: $(VENV)/tf$(NEWEST)/.ready
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/options.py
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/horovod_loopback.py
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/bfloat16.py
+	$(VENV)/tf$(NEWEST)/bin/python benchmarks/check_readings.py
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/floor.py
 	$(VENV)/tf$(NEWEST)/bin/python benchmarks/scaling.py
 

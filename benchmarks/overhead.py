@@ -187,6 +187,7 @@ def main(argv=None) -> int:
   kept = [sections.saved(path, sections.OPTIONS_BEGIN, sections.OPTIONS_END),
           sections.saved(path, sections.HOROVOD_BEGIN, sections.HOROVOD_END),
           sections.saved(path, sections.BFLOAT16_BEGIN, sections.BFLOAT16_END),
+          sections.saved(path, sections.READINGS_BEGIN, sections.READINGS_END),
           sections.saved(path, sections.FLOOR_BEGIN, sections.FLOOR_END),
           sections.saved(path, sections.MODELS_BEGIN, sections.MODELS_END),
           scaling_report.saved_section(path)]

@@ -1,8 +1,9 @@
 """Sections of BENCHMARKS.md that one runner writes and the others keep.
 
 `overhead.py` rewrites the file's head; `options.py`, `horovod_loopback.py`,
-`bfloat16.py`, `floor.py` (two sections) and `scaling.py` each own a
-section between their markers, which the others carry over as they stand.
+`bfloat16.py`, `check_readings.py`, `floor.py` (two sections) and
+`scaling.py` each own a section between their markers, which the others
+carry over as they stand.
 """
 
 import os
@@ -13,6 +14,8 @@ HOROVOD_BEGIN = "<!-- horovod: written by benchmarks/horovod_loopback.py -->"
 HOROVOD_END = "<!-- horovod: end -->"
 BFLOAT16_BEGIN = "<!-- bfloat16: written by benchmarks/bfloat16.py -->"
 BFLOAT16_END = "<!-- bfloat16: end -->"
+READINGS_BEGIN = "<!-- readings: written by benchmarks/check_readings.py -->"
+READINGS_END = "<!-- readings: end -->"
 FLOOR_BEGIN = "<!-- floor: written by benchmarks/floor.py -->"
 FLOOR_END = "<!-- floor: end -->"
 MODELS_BEGIN = "<!-- models: written by benchmarks/floor.py --models -->"

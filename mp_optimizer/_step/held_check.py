@@ -12,11 +12,11 @@ there (a clip whose result is checked, telemetry, the amax manager's
 - At or above `LOWEST_SCALE_ON_BITS` for the source's dtype (2**-112 for
   float16, 1 for bfloat16: every finite 16-bit value times 1/S is then a
   finite float32), the source is read: `reduce_all(is_finite(held))` for
-  a held tensor (a stack or one gradient) of at most
-  `SMALL_BITS_MAX_ELEMENTS` or above `managers.finite.GROUP_MAX_ELEMENTS`
-  entries, the float32 `reduce_sum(cast(held))` for a float16 one in
-  between (where `is_finite` on 16 bits costs more on CPU; finite iff every
-  entry is: float16 values cannot add up past float32's range). A flag
+  a held tensor (a stack or one gradient) for which `reads_bits` holds
+  (small ones, large ones), the float32 `reduce_sum(cast(held))` for a
+  float16 one in between (where `is_finite` on 16 bits costs more on CPU;
+  finite iff every entry is: float16 values cannot add up past float32's
+  range). A flag
   `1/S <= 2**112` (float16) or `1/S <= 1` (bfloat16), one per step and
   dtype, joins them, so a scale found under that bound when the step runs
   (a restored or assigned value) skips the step instead of trusting the
@@ -53,6 +53,32 @@ LOWEST_SCALE_ON_BITS = {tf.float16: 2.0**-112, tf.bfloat16: 1.0}
 # that sum's float32 copy and its wait on the sum before out of the step
 # (docs/performance-history.md, "seventh").
 SMALL_BITS_MAX_ELEMENTS = 8192
+# Float16 held tensors above this many entries are read by `is_finite`
+# again. On CPU, TensorFlow (2.15 and 2.21) runs the float32 `Sum` of the
+# cast on one thread up to about 108,000 entries, but `All` over the flags
+# only up to about 20,000; in between, handing half of `All` to a second
+# thread costs more than the whole cast and sum (at 103,684 entries, 2
+# cores: `IsFinite` + `All` 63 us, `Cast` + `Sum` 9 us). Above the bound
+# both reductions split, and `is_finite` makes no float32 copy
+# (docs/performance-history.md, "eighth").
+FLOAT16_SUM_MAX_ELEMENTS = 104 * 1024
+
+
+def reads_bits(dtype: tf.DType, size: int) -> bool:
+  """Whether a held `dtype` tensor of `size` entries is read by `is_finite`
+  (where the scale allows it) rather than by a float32 sum.
+
+  Small ones are. A float16 one is summed (exactly: see the module
+  docstring) up to `FLOAT16_SUM_MAX_ELEMENTS`; a bfloat16 one has its
+  products summed, which can overflow where the elementwise verdict would
+  not, so it returns to its bits above the largest stack
+  (`managers.finite.GROUP_MAX_ELEMENTS`).
+  """
+  if size <= SMALL_BITS_MAX_ELEMENTS:
+    return True
+  if dtype == tf.float16:
+    return size > FLOAT16_SUM_MAX_ELEMENTS
+  return size > finite.GROUP_MAX_ELEMENTS
 
 
 class Chain:
@@ -84,8 +110,8 @@ class Chain:
     with tf.control_dependencies(self._last_total):
       cast = tf.cast(source, tf.float32)
     whole = cast * self._inverse
-    if guard is not None and size is not None and (
-        size <= SMALL_BITS_MAX_ELEMENTS or size > finite.GROUP_MAX_ELEMENTS):
+    if (guard is not None and size is not None and
+        reads_bits(source.dtype, size)):
       flags = (tf.reduce_all(tf.math.is_finite(source)), guard)
       self._record.held[whole.ref()] = provenance.Held(
           source, self._inverse, flags=flags)

@@ -100,6 +100,19 @@ class SmokeTest(parameterized.TestCase):
                   "bfloat16 model, float32 master weights"):
       self.assertIn(label, text)
 
+  def test_check_readings_section_before_the_scaling_one(self):
+    output = os.path.join(self.create_tempdir().full_path, "BENCHMARKS.md")
+    pathlib.Path(output).write_text(
+        "# Head\n\n<!-- scaling: written by benchmarks/scaling.py -->\n",
+        encoding="utf-8")
+    self._run("check_readings.py", "--smoke", "--output", output)
+    text = pathlib.Path(output).read_text(encoding="utf-8")
+    heading = "## What the check's two readings of a float16 gradient cost"
+    self.assertLess(text.index(heading), text.index("<!-- scaling: written"))
+    for row in ("| 64 |", "| 16,384 |"):
+      self.assertIn(row, text)
+    self.assertRegex(text, r"at [0-2] of 2 sizes\.")
+
   def test_floor_and_models_sections_before_the_scaling_one(self):
     output = os.path.join(self.create_tempdir().full_path, "BENCHMARKS.md")
     pathlib.Path(output).write_text(

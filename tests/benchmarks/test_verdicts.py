@@ -11,6 +11,7 @@ import dataclasses
 from absl.testing import absltest
 from absl.testing import parameterized
 
+from benchmarks import check_readings
 from benchmarks import floor_report
 from benchmarks import report
 from benchmarks import scaling_report
@@ -175,6 +176,31 @@ class FloorTargetsTest(parameterized.TestCase):
     self.assertIn(f"at most {memory:.2f}× bare; within 1.1× everywhere: "
                   f"{expected}.", text)
 
+
+
+def _costs(bits: float, total: float):
+  return {"bits": {"IsFinite": 1.0, "All": bits - 1.0},
+          "sum": {"Cast": 1.0, "Sum": total - 1.0}}
+
+
+class ReadingsVerdictTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("bits", 10.0, 20.0, "bits"), ("sum", 60.0, 9.0, "sum"),
+      ("even", 10.0, 11.5, "even"), ("just_apart", 10.0, 12.5, "bits"))
+  def test_the_cheaper_reading(self, bits, total, want):
+    self.assertEqual(check_readings.cheaper(_costs(bits, total)), want)
+
+  def test_the_closing_line_counts_where_the_rule_reads_the_cheaper_way(self):
+    small = check_readings.held_check.SMALL_BITS_MAX_ELEMENTS
+    between = small + 2
+    rows = [(small, _costs(2.0, 30.0)),     # Rule: bits, cheaper: bits.
+            (between, _costs(60.0, 9.0)),   # Rule: sum, cheaper: sum.
+            (between, _costs(9.0, 60.0))]   # Rule: sum, cheaper: bits.
+    text = check_readings.section(rows, steps=3, load=(0.5, 0.6))
+    self.assertIn("at 2 of 3 sizes.", text)
+    self.assertIn(f"| {between:,} | 1.0 | 8.0 | 1.0 | 59.0 | 9.0 | 60.0 | "
+                  "bits | sum |", text)
 
 if __name__ == "__main__":
   absltest.main()

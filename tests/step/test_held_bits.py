@@ -4,9 +4,10 @@ With a manager whose least scale (`scale_floor`) keeps every finite 16-bit
 value finite times 1/S (at least 2**-112 for float16, 1 for bfloat16), the
 finite check reads the held 16-bit sources, not their float32 products:
 `is_finite` of the source (float16 or bfloat16, at most
-`_step.held_check.SMALL_BITS_MAX_ELEMENTS` or above
-`managers.finite.GROUP_MAX_ELEMENTS` entries), or a float32 sum of a float16
-source in between. The verdict on those gradients is then the elementwise
+`_step.held_check.SMALL_BITS_MAX_ELEMENTS` entries, or above
+`FLOAT16_SUM_MAX_ELEMENTS` for float16 and `managers.finite.GROUP_MAX_ELEMENTS`
+for bfloat16: `held_check.reads_bits`), or a float32
+sum of a float16 source in between. The verdict on those gradients is then the elementwise
 one (contrib's), and a scale below that floor at run time counts as an
 overflow. With a lower or unknown floor, or bfloat16 sources in between,
 the products are summed, as for every other gradient.
@@ -31,8 +32,10 @@ v1 = tf.compat.v1
 F16_MAX = 65504.0
 SMALL = ("small", 2)
 BETWEEN = ("between", held_check.SMALL_BITS_MAX_ELEMENTS + 2)
-LARGE = ("large", finite.GROUP_MAX_ELEMENTS + 2)
-SIZES = (SMALL, BETWEEN, LARGE)
+# One gradient too large to stack: float16 is summed, bfloat16 read on bits.
+ABOVE_A_STACK = ("above_a_stack", finite.GROUP_MAX_ELEMENTS + 2)
+LARGE = ("large", held_check.FLOAT16_SUM_MAX_ELEMENTS + 2)
+SIZES = (SMALL, BETWEEN, ABOVE_A_STACK, LARGE)
 
 
 class ConstantScale(managers.LossScaleManager):
@@ -185,7 +188,7 @@ class HeldBitsTest(parameterized.TestCase):
     applied, _, _ = _run(_exponential(0.5, 0.25), tf.bfloat16, gradient)
     self.assertFalse(applied)
 
-  @parameterized.named_parameters(SMALL, LARGE)
+  @parameterized.named_parameters(SMALL, ABOVE_A_STACK, LARGE)
   def test_small_and_large_bfloat16_sources_are_checked_on_their_bits(
       self, size):
     # Products of 3e38 each, adding up past float32's range: applied.
@@ -199,7 +202,8 @@ class HeldBitsTest(parameterized.TestCase):
     self.assertFalse(applied)  # Products of 3e38 add up to Inf.
 
   @parameterized.named_parameters(
-      (*SMALL, ["IsFinite"]), (*BETWEEN, ["Sum"]), (*LARGE, ["IsFinite"]))
+      (*SMALL, ["IsFinite"]), (*BETWEEN, ["Sum"]), (*ABOVE_A_STACK, ["Sum"]),
+      (*LARGE, ["IsFinite"]))
   def test_what_the_check_reads_of_a_float16_source(self, size, want):
     # The 16-bit source's own readers: `is_finite`, or a cast summed at once.
     with tf.Graph().as_default() as graph:
@@ -211,6 +215,17 @@ class HeldBitsTest(parameterized.TestCase):
                 if cast.type == "Cast" for op in cast.outputs[0].consumers()
                 if op.type == "Sum"]
     self.assertEqual(readers, want)
+
+  @parameterized.named_parameters(
+      (*SMALL, True), (*BETWEEN, False), (*ABOVE_A_STACK, True),
+      (*LARGE, True))
+  def test_when_the_check_reads_a_bfloat16_sources_bits(self, size, bits):
+    with tf.Graph().as_default() as graph:
+      _build(managers.FixedLossScaleManager(8.0), tf.bfloat16, np.ones(size))
+    source, = [op.outputs[0] for op in graph.get_operations()
+               if op.name.endswith("/source")]
+    readers = {op.type for op in source.consumers()}
+    self.assertEqual("IsFinite" in readers, bits)
 
   @parameterized.product(size=[size for _, size in SIZES],
                          bad=[float("inf"), float("-inf"), float("nan")],
