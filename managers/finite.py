@@ -39,7 +39,8 @@ non-finite and skipped; with such gradients the update itself would overflow
 elementwise one.
 
 Sparse gradients (`tf.IndexedSlices`) are checked on `.values` only, never
-densified. `None` gradients are ignored.
+densified. `None` gradients are ignored, and a tensor given more than once
+(the gradient of several variables) is read once.
 """
 
 from typing import Any, Dict, Iterable, List, Optional, Tuple
@@ -81,7 +82,10 @@ def _groups(grads: Iterable[Gradient]
   """Splits non-None gradients into lists that `add_n` can add, the sums
   the unscale made already (`provenance.total_of`), and the finite flags it
   made from 16-bit sources (`provenance.flags_of`)."""
-  values = [tensors.values(grad) for grad in grads if grad is not None]
+  # One tensor given for several variables is read once: its entries are
+  # finite or not once, and added to itself it could overflow.
+  values = list({value.ref(): value for value in (
+      tensors.values(grad) for grad in grads if grad is not None)}.values())
   stacks = provenance.whole_stacks(values)
   groups: List[List[tf.Tensor]] = []
   totals: List[tf.Tensor] = []

@@ -11,6 +11,10 @@ together in a stack of layers), each made once its own gradients exist:
 a constant number of kernels, and the float32 tensor of one stack that the
 check sums before the gate is an eighth of the group's (a group of eight or
 fewer held gradients is not stacked, see below).
+Gradients of several variables that are equal (one tensor backprop handed
+to every input of an add, or the same casts and reshapes of it:
+`_step.equal_values`) are unscaled once, and each of those variables gets
+that one product.
 Gradients above `managers.finite.GROUP_MAX_ELEMENTS` entries, or of unknown
 shape (most sparse gradients), are multiplied one by one: stacking them
 would cost a copy and save no kernel worth it.
@@ -43,11 +47,12 @@ unscales each gradient on its own, so that each update can start as soon
 as its gradient exists.
 """
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
 from mp_optimizer._internal import provenance
+from mp_optimizer._step import equal_values
 from mp_optimizer._step import held_check
 from mp_optimizer._step import pacing
 from mp_optimizer._internal import tensors
@@ -157,6 +162,11 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor,
                      float("nan"), name="inverse_loss_scale")
   values = [None if grad is None else
             tf.convert_to_tensor(tensors.values(grad)) for grad in grads]
+  # Equal gradients of several variables are unscaled once, the first's
+  # product handed to the others (`_step.equal_values`).
+  first = equal_values.first_equal(values)
+  values = [value if first[index] == index else None
+            for index, value in enumerate(values)]
   sources = [_source_16_bit(value) if stack else None for value in values]
   record = provenance.of()  # Of the default graph, where all this is built.
   chain = held_check.Chain(record, inverse, scale_floor if stack else None)
@@ -177,6 +187,7 @@ def unscale(grads: Sequence[Gradient], loss_scale: tf.Tensor,
       continue
     unscaled[index] = (_unscale_dense(value, inverse) if source is None
                        else chain.product(source))
+  unscaled = [unscaled[index] for index in first]
   for value in unscaled:
     if value is not None:
       record.unscaled[value.ref()] = loss_scale
@@ -203,6 +214,7 @@ def behind_gate(grads: Sequence[Gradient]
   record = provenance.recorded(next(
       value for value in values if isinstance(value, tf.Tensor)).graph)
   remade: Dict[int, List[tf.Tensor]] = {}  # id(stack) -> its slices, again
+  singles: Dict[Any, tf.Tensor] = {}  # held gradient's ref -> its product
   units: List[pacing.Unit] = []
   result = list(grads)
   for index, value in enumerate(values):
@@ -218,8 +230,11 @@ def behind_gate(grads: Sequence[Gradient]
                                  tuple(remade[id(stack)])))
       new = remade[id(stack)][position]
     elif value.ref() in record.held:
-      new = _from_held(record.held[value.ref()])
-      units.append(pacing.Unit(new.op.inputs[0].op, (new,)))
+      if value.ref() not in singles:  # Equal gradients share one product.
+        singles[value.ref()] = _from_held(record.held[value.ref()])
+        units.append(pacing.Unit(singles[value.ref()].op.inputs[0].op,
+                                 (singles[value.ref()],)))
+      new = singles[value.ref()]
     else:
       continue
     result[index] = tensors.with_values(grads[index], new)
