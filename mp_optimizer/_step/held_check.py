@@ -11,8 +11,9 @@ there (a clip whose result is checked, telemetry, the amax manager's
 
 - At or above `LOWEST_SCALE_ON_BITS` for the source's dtype (2**-112 for
   float16, 1 for bfloat16: every finite 16-bit value times 1/S is then a
-  finite float32), the source is read: `reduce_all(is_finite(held))` for
-  a held tensor (a stack or one gradient) for which `reads_bits` holds
+  finite float32), the source is read: `reduce_all(is_finite(held))`
+  (through its reshapes: `_entries_of`) for a held tensor (a stack or one
+  gradient) for which `reads_bits` holds
   (small ones, large ones), the float32 `reduce_sum(cast(held))` for a
   float16 one in between (where `is_finite` on 16 bits costs more on CPU;
   finite iff every entry is: float16 values cannot add up past float32's
@@ -62,6 +63,32 @@ SMALL_BITS_MAX_ELEMENTS = 8192
 # both reductions split, and `is_finite` makes no float32 copy
 # (docs/performance-history.md, "eighth").
 FLOAT16_SUM_MAX_ELEMENTS = 104 * 1024
+# Ops whose output has their first input's entries, in another shape (or
+# the same: `tf.tuple`'s identities, which backprop puts on the gradients
+# of one op).
+_SAME_ENTRIES = ("Reshape", "ExpandDims", "Squeeze", "Identity")
+
+
+def _entries_of(tensor: tf.Tensor) -> tf.Tensor:
+  """The tensor whose entries `tensor` holds in another shape (through
+  `Reshape`, `ExpandDims`, `Squeeze` and `Identity`), else `tensor`.
+
+  A bias's gradient is a sum reshaped; `is_finite` of the reshape would be
+  moved ahead of it by Grappler, which then reshapes the flags too: one
+  more kernel per bias for the same entries. The control inputs of the ops
+  passed (`tf.tuple`'s, on the gradients of one op) are not waited for:
+  kept, they cost more kernels than the reshapes
+  (docs/performance-history.md, "eleventh"). It stops before a variable's
+  read or reference, whose value depends on when it is read.
+  """
+  while tensor.op.type in _SAME_ENTRIES:
+    inner = tensor.op.inputs[0]
+    # A stateful op's output (a variable read) or a reference to a variable
+    # may change between then and the op passed: read what the op read.
+    if inner.op.op_def.is_stateful or inner.dtype.base_dtype != inner.dtype:
+      break
+    tensor = inner
+  return tensor
 
 
 def reads_bits(dtype: tf.DType, size: int) -> bool:
@@ -112,7 +139,7 @@ class Chain:
     whole = cast * self._inverse
     if (guard is not None and size is not None and
         reads_bits(source.dtype, size)):
-      flags = (tf.reduce_all(tf.math.is_finite(source)), guard)
+      flags = (tf.reduce_all(tf.math.is_finite(_entries_of(source))), guard)
       self._record.held[whole.ref()] = provenance.Held(
           source, self._inverse, flags=flags)
       return whole

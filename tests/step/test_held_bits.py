@@ -52,17 +52,23 @@ class ConstantScale(managers.LossScaleManager):
     return tf.no_op()
 
 
-def _build(manager, dtype, gradient, report_path=None):
+def _build(manager, dtype, gradient, report_path=None, reshaped=False):
   """(var, train_op) in the default graph: one SGD step of a variable whose
-  gradient is `cast(gradient as dtype, float32)`; a `report_path` gets the
-  overflow report."""
+  gradient is `cast(gradient as dtype, float32)`, made as a reshape of a
+  flat constant if `reshaped` (as a bias's gradient is a reshaped sum); a
+  `report_path` gets the overflow report."""
   gradient = np.asarray(gradient, np.float32)
   var = v1.get_variable("v", initializer=np.zeros(gradient.shape, np.float32))
 
+  def source(_):
+    if not reshaped:
+      return tf.constant(gradient, dtype, name="source")
+    flat = tf.constant(gradient.reshape(-1), dtype, name="flat")
+    return tf.reshape(flat, gradient.shape, name="source")
+
   @tf.custom_gradient
   def fixed_gradient(x):
-    return tf.identity(x), lambda _: tf.constant(gradient, dtype,
-                                                 name="source")
+    return tf.identity(x), source
 
   loss = tf.reduce_sum(tf.cast(fixed_gradient(tf.cast(var, dtype)),
                                tf.float32))
@@ -76,14 +82,15 @@ def _build(manager, dtype, gradient, report_path=None):
     return var, opt.minimize(loss, var_list=[var])
 
 
-def _run(manager, dtype, gradient, scale=None, report_path=None):
+def _run(manager, dtype, gradient, scale=None, report_path=None,
+         reshaped=False):
   """(applied, variable after one SGD step, S after it).
 
   The step is `_build`'s; `scale`, if given, is assigned to the manager's
   scale variable before it.
   """
   with tf.Graph().as_default() as graph:
-    var, train_op = _build(manager, dtype, gradient, report_path)
+    var, train_op = _build(manager, dtype, gradient, report_path, reshaped)
     applied = mp_optimizer.step_applied()
     with v1.Session(graph=graph) as sess:
       sess.run(v1.global_variables_initializer())
@@ -226,6 +233,57 @@ class HeldBitsTest(parameterized.TestCase):
                if op.name.endswith("/source")]
     readers = {op.type for op in source.consumers()}
     self.assertEqual("IsFinite" in readers, bits)
+
+  def test_a_reshaped_source_is_read_before_its_reshape(self):
+    # Grappler would move `is_finite` ahead of the reshape and reshape the
+    # flags as well; the check reads the entries where they were made.
+    with tf.Graph().as_default() as graph:
+      _build(managers.FixedLossScaleManager(8.0), tf.float16,
+             np.ones([2, SMALL[1]]), reshaped=True)
+    read, = [op.inputs[0].op.name for op in graph.get_operations()
+             if op.type == "IsFinite" and op.inputs[0].dtype == tf.float16]
+    self.assertEqual(read.split("/")[-1], "flat")
+
+  def test_a_variable_reference_passed_on_by_an_identity_is_read_by_it(
+      self):
+    # The identity reads the (TF1, reference) variable after an assign;
+    # read past it, the variable could be read before the assign.
+    with tf.Graph().as_default() as graph:
+      store = v1.get_variable("store", initializer=np.ones(4, np.float16),
+                              use_resource=False)
+      assign = v1.assign(store, np.full(4, np.nan, np.float16))
+      reference = store.op.outputs[0]
+      self.assertNotEqual(reference.dtype, tf.float16)  # float16_ref
+      with tf.control_dependencies([assign]):
+        passed = tf.identity(reference, name="passed")
+      var = v1.get_variable("v", initializer=np.zeros(4, np.float32))
+
+      @tf.custom_gradient
+      def fixed_gradient(x):
+        return tf.identity(x), lambda _: passed
+
+      loss = tf.reduce_sum(tf.cast(fixed_gradient(tf.cast(var, tf.float16)),
+                                   tf.float32))
+      mp_optimizer.LossScaleOptimizer(
+          v1.train.GradientDescentOptimizer(1.0),
+          managers.FixedLossScaleManager(8.0)).minimize(loss, var_list=[var])
+    read_by_check, = [op.inputs[0].op.name for op in graph.get_operations()
+                      if op.type == "IsFinite" and
+                      op.inputs[0].dtype.base_dtype == tf.float16]
+    self.assertEqual(read_by_check.split("/")[-1], "passed")
+
+  @parameterized.product(entry=[float("inf"), float("nan"), 3.0],
+                         dtype=[tf.float16, tf.bfloat16])
+  def test_a_reshaped_source_is_applied_only_if_finite(self, entry, dtype):
+    gradient = np.ones([2, 3])
+    gradient[1, 2] = entry
+    applied, var, _ = _run(managers.FixedLossScaleManager(8.0), dtype,
+                           gradient, reshaped=True)
+    self.assertEqual(applied, np.isfinite(entry))
+    # The gradient is fixed whatever S is: the update is -lr * gradient / 8.
+    want = (-np.float32(2.0**-110) * np.float32(gradient) / np.float32(8)
+            if applied else np.zeros([2, 3], np.float32))
+    np.testing.assert_array_equal(var, want)
 
   @parameterized.product(size=[size for _, size in SIZES],
                          bad=[float("inf"), float("-inf"), float("nan")],
