@@ -57,7 +57,7 @@ SMALL_BITS_MAX_ELEMENTS = 8192
 # Float16 held tensors above this many entries are read by `is_finite`
 # again. On CPU, TensorFlow (2.15 and 2.21) runs the float32 `Sum` of the
 # cast on one thread up to about 108,000 entries, but `All` over the flags
-# only up to about 20,000; in between, handing half of `All` to a second
+# only up to about 21,000; in between, handing half of `All` to a second
 # thread costs more than the whole cast and sum (at 103,684 entries, 2
 # cores: `IsFinite` + `All` 63 us, `Cast` + `Sum` 9 us). Above the bound
 # both reductions split, and `is_finite` makes no float32 copy
