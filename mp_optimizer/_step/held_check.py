@@ -41,6 +41,7 @@ from typing import Dict, List, Optional
 import tensorflow as tf
 
 from mp_optimizer._internal import provenance
+from mp_optimizer._step import equal_values
 from mp_optimizer.managers import finite
 
 # Per 16-bit dtype, the least S at which float32(x) * (1/S) is finite for
@@ -58,8 +59,8 @@ SMALL_BITS_MAX_ELEMENTS = 8192
 # again. On CPU, TensorFlow (2.15 and 2.21) runs the float32 `Sum` of the
 # cast on one thread up to about 108,000 entries, but `All` over the flags
 # only up to about 21,000; in between, handing half of `All` to a second
-# thread costs more than the whole cast and sum (at 103,684 entries, 2
-# cores: `IsFinite` + `All` 63 us, `Cast` + `Sum` 9 us). Above the bound
+# thread costs more than the whole cast and sum (at 106,496 entries, 2
+# cores: `IsFinite` + `All` 57.5 us, `Cast` + `Sum` 9 us). Above the bound
 # both reductions split, and `is_finite` makes no float32 copy
 # (docs/performance-history.md, "eighth").
 FLOAT16_SUM_MAX_ELEMENTS = 104 * 1024
@@ -78,16 +79,14 @@ def _entries_of(tensor: tf.Tensor) -> tf.Tensor:
   more kernel per bias for the same entries. The control inputs of the ops
   passed (`tf.tuple`'s, on the gradients of one op) are not waited for:
   kept, they cost more kernels than the reshapes
-  (docs/performance-history.md, "eleventh"). It stops before a variable's
-  read or reference, whose value depends on when it is read.
+  (docs/performance-history.md, "eleventh"). A tensor that may change with
+  when it is read (a TF1 variable's reference or snapshot, a stateful op's
+  output: `equal_values.may_change`) is read as it is.
   """
+  if equal_values.may_change(tensor):  # Read it when the step reads it.
+    return tensor
   while tensor.op.type in _SAME_ENTRIES:
-    inner = tensor.op.inputs[0]
-    # A stateful op's output (a variable read) or a reference to a variable
-    # may change between then and the op passed: read what the op read.
-    if inner.op.op_def.is_stateful or inner.dtype.base_dtype != inner.dtype:
-      break
-    tensor = inner
+    tensor = tensor.op.inputs[0]
   return tensor
 
 

@@ -31,10 +31,15 @@ def _summed_embeddings(poison=None):
     ids = tf.constant(rng.randint(0, ROWS, size=LOOKUPS))
     lookups.append(tf.cast(tf.gather(table, ids), tf.float16))
   summed = tf.add_n(lookups)
-  if poison is not None:
+  if poison is not None:  # In the tables' shared gradient alone.
     entries = np.zeros([LOOKUPS, DIM])
     entries[3, 5] = poison
-    summed += tf.constant(entries, tf.float16)
+
+    @tf.custom_gradient
+    def poisoned(x):
+      return tf.identity(x), lambda dy: dy + tf.constant(entries, tf.float16)
+
+    summed = poisoned(summed)
   head = v1.get_variable("head", initializer=rng.randn(DIM, 1).astype(
       np.float32))
   out = tf.cast(tf.matmul(summed, tf.cast(head, tf.float16)), tf.float32)
@@ -80,6 +85,17 @@ class EqualValuesTest(parameterized.TestCase):
       self.assertEqual(equal_values.first_equal([one, other(x), None]),
                        [0, 1, 2])
 
+  def test_identities_of_a_tf1_variable_read_at_other_times_are_distinct(
+      self):
+    with tf.Graph().as_default():
+      store = v1.get_variable("store", initializer=np.ones(4, np.float32),
+                              use_resource=False)
+      reads = []
+      for value in (2.0, 3.0):
+        with tf.control_dependencies([v1.assign(store, np.full(4, value))]):
+          reads.append(tf.identity(store))
+      self.assertEqual(equal_values.first_equal(reads), [0, 1])
+
   def test_a_shape_known_only_when_run_is_distinct(self):
     with tf.Graph().as_default():
       x = v1.placeholder(tf.float32, [None])
@@ -109,6 +125,7 @@ class EqualGradientsTest(parameterized.TestCase):
     self.assertLen(products, 3)
 
   def test_a_non_finite_entry_still_skips_the_step(self):
+    # Only the tables' one gradient has the Inf; the head's is finite.
     _, before, after = _step(scaled=True, poison=float("inf"))
     for got, want in zip(after, before):
       np.testing.assert_array_equal(got, want)
@@ -121,3 +138,41 @@ class EqualGradientsTest(parameterized.TestCase):
         self.assertTrue(session.run(managers.all_finite([x, x, None])))
         self.assertFalse(session.run(managers.all_finite(
             [x, x + tf.constant([float("nan"), 0.0])])))
+
+  def test_a_held_gradient_of_several_variables_is_read_and_made_once(self):
+    # Float32 biases read through casts and added to one float16 tensor:
+    # backprop gives each the cast of one float16 tensor, held in 16 bits.
+    def step(scaled, poison=None):
+      with tf.Graph().as_default() as graph:
+        x = tf.constant(np.linspace(-1, 1, 8), tf.float16)
+        biases = [v1.get_variable(f"b{i}", initializer=np.full(8, i, np.float32))
+                  for i in range(3)]
+        total = x + tf.add_n([tf.cast(b, tf.float16) for b in biases])
+        if poison is not None:
+          @tf.custom_gradient
+          def poisoned(t):
+            return tf.identity(t), lambda dy: dy * tf.constant(poison,
+                                                               tf.float16)
+          total = poisoned(total)
+        loss = tf.reduce_sum(tf.cast(tf.square(total), tf.float32))
+        opt = v1.train.GradientDescentOptimizer(0.25)
+        if scaled:
+          opt = mp_optimizer.LossScaleOptimizer(
+              opt, managers.FixedLossScaleManager(SCALE))
+        train_op = opt.minimize(loss)
+        with v1.Session(graph=graph) as session:
+          session.run(v1.global_variables_initializer())
+          session.run(train_op)
+          return graph, session.run(biases)
+
+    graph, ours = step(scaled=True)
+    _, bare = step(scaled=False)
+    for got, want in zip(ours, bare):
+      np.testing.assert_array_equal(got, want)
+    self.assertFalse(np.array_equal(ours[1], np.full(8, 1.0)))  # It moved.
+    reads = [op for op in graph.get_operations() if op.type == "IsFinite"
+             and op.inputs[0].dtype == tf.float16]
+    self.assertLen(reads, 1)
+    _, skipped = step(scaled=True, poison=float("nan"))
+    for i, got in enumerate(skipped):
+      np.testing.assert_array_equal(got, np.full(8, float(i), np.float32))

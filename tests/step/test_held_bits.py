@@ -244,18 +244,19 @@ class HeldBitsTest(parameterized.TestCase):
              if op.type == "IsFinite" and op.inputs[0].dtype == tf.float16]
     self.assertEqual(read.split("/")[-1], "flat")
 
-  def test_a_variable_reference_passed_on_by_an_identity_is_read_by_it(
-      self):
+  @parameterized.named_parameters(
+      ("reference", lambda store: store.op.outputs[0]),
+      ("snapshot", lambda store: store.value()),  # What tf.identity reads.
+      ("snapshot_reshaped", lambda store: tf.reshape(store.value(), [2, 2])))
+  def test_a_tf1_variable_passed_on_by_an_identity_is_read_by_it(self, read):
     # The identity reads the (TF1, reference) variable after an assign;
     # read past it, the variable could be read before the assign.
     with tf.Graph().as_default() as graph:
       store = v1.get_variable("store", initializer=np.ones(4, np.float16),
                               use_resource=False)
       assign = v1.assign(store, np.full(4, np.nan, np.float16))
-      reference = store.op.outputs[0]
-      self.assertNotEqual(reference.dtype, tf.float16)  # float16_ref
       with tf.control_dependencies([assign]):
-        passed = tf.identity(reference, name="passed")
+        passed = tf.reshape(tf.identity(read(store)), [4], name="passed")
       var = v1.get_variable("v", initializer=np.zeros(4, np.float32))
 
       @tf.custom_gradient
