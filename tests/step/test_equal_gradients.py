@@ -22,7 +22,8 @@ SCALE = 2.0**10
 
 def _summed_embeddings(poison=None):
   """A loss over `TABLES` float32 tables, each looked up and cast to float16,
-  the lookups added up; `poison` (a float) is added to one lookup entry."""
+  the lookups added up; `poison` (a float) is added to the gradient of one
+  entry of their sum."""
   rng = np.random.RandomState(0)
   lookups = []
   for i in range(TABLES):
@@ -34,24 +35,29 @@ def _summed_embeddings(poison=None):
   if poison is not None:  # In the tables' shared gradient alone.
     entries = np.zeros([LOOKUPS, DIM])
     entries[3, 5] = poison
-
-    @tf.custom_gradient
-    def poisoned(x):
-      return tf.identity(x), lambda dy: dy + tf.constant(entries, tf.float16)
-
-    summed = poisoned(summed)
+    summed = _poisoned(summed, entries)
   head = v1.get_variable("head", initializer=rng.randn(DIM, 1).astype(
       np.float32))
   out = tf.cast(tf.matmul(summed, tf.cast(head, tf.float16)), tf.float32)
   return tf.reduce_mean(tf.square(out - 1.0))
 
 
-def _step(scaled, poison=None):
-  """(graph, variables before, after one SGD step): ours with a fixed
-  scale, or bare."""
+def _poisoned(tensor, entries):
+  """`tensor`, whose gradient gets `entries` (float16) added."""
+
+  @tf.custom_gradient
+  def poisoned(x):
+    return tf.identity(x), lambda dy: dy + tf.constant(entries, tf.float16)
+
+  return poisoned(tensor)
+
+
+def _step(make_loss, scaled, rate=0.5):
+  """(graph, variables before, after one SGD step of `make_loss()`): ours
+  with a fixed scale, or bare."""
   with tf.Graph().as_default() as graph:
-    loss = _summed_embeddings(poison)
-    opt = v1.train.GradientDescentOptimizer(0.5)
+    loss = make_loss()
+    opt = v1.train.GradientDescentOptimizer(rate)
     if scaled:
       opt = mp_optimizer.LossScaleOptimizer(
           opt, managers.FixedLossScaleManager(SCALE))
@@ -61,6 +67,21 @@ def _step(scaled, poison=None):
       before = session.run(v1.trainable_variables())
       session.run(train_op)
       return graph, before, session.run(v1.trainable_variables())
+
+
+def _summed_biases(poison=None):
+  """Three float32 biases read through casts and added to one float16
+  tensor: backprop gives each the cast of one float16 tensor; `poison` is
+  added to one entry of its gradient."""
+  x = tf.constant(np.linspace(-1, 1, 8), tf.float16)
+  biases = [v1.get_variable(f"b{i}", initializer=np.full(8, i, np.float32))
+            for i in range(3)]
+  total = x + tf.add_n([tf.cast(b, tf.float16) for b in biases])
+  if poison is not None:
+    entries = np.zeros(8)
+    entries[2] = poison
+    total = _poisoned(total, entries)
+  return tf.reduce_sum(tf.cast(tf.square(total), tf.float32))
 
 
 class EqualValuesTest(parameterized.TestCase):
@@ -107,14 +128,14 @@ class EqualGradientsTest(parameterized.TestCase):
 
   def test_each_table_gets_what_a_float32_step_gives(self):
     # 2**10 and its reciprocal are exact; no gradient here underflows.
-    _, before, ours = _step(scaled=True)
-    _, _, bare = _step(scaled=False)
+    _, before, ours = _step(_summed_embeddings, scaled=True)
+    _, _, bare = _step(_summed_embeddings, scaled=False)
     self.assertFalse(np.array_equal(ours[0], before[0]))  # It moved.
     for got, want in zip(ours, bare):
       np.testing.assert_array_equal(got, want)
 
   def test_one_product_for_the_tables_and_no_stack(self):
-    graph, _, _ = _step(scaled=True)
+    graph, _, _ = _step(_summed_embeddings, scaled=True)
     ops = graph.get_operations()
     self.assertEmpty([op for op in ops if op.type == "Pack" and
                       "stacked_gradients" in op.name])
@@ -126,7 +147,8 @@ class EqualGradientsTest(parameterized.TestCase):
 
   def test_a_non_finite_entry_still_skips_the_step(self):
     # Only the tables' one gradient has the Inf; the head's is finite.
-    _, before, after = _step(scaled=True, poison=float("inf"))
+    _, before, after = _step(lambda: _summed_embeddings(float("inf")),
+                             scaled=True)
     for got, want in zip(after, before):
       np.testing.assert_array_equal(got, want)
 
@@ -140,39 +162,15 @@ class EqualGradientsTest(parameterized.TestCase):
             [x, x + tf.constant([float("nan"), 0.0])])))
 
   def test_a_held_gradient_of_several_variables_is_read_and_made_once(self):
-    # Float32 biases read through casts and added to one float16 tensor:
-    # backprop gives each the cast of one float16 tensor, held in 16 bits.
-    def step(scaled, poison=None):
-      with tf.Graph().as_default() as graph:
-        x = tf.constant(np.linspace(-1, 1, 8), tf.float16)
-        biases = [v1.get_variable(f"b{i}", initializer=np.full(8, i, np.float32))
-                  for i in range(3)]
-        total = x + tf.add_n([tf.cast(b, tf.float16) for b in biases])
-        if poison is not None:
-          @tf.custom_gradient
-          def poisoned(t):
-            return tf.identity(t), lambda dy: dy * tf.constant(poison,
-                                                               tf.float16)
-          total = poisoned(total)
-        loss = tf.reduce_sum(tf.cast(tf.square(total), tf.float32))
-        opt = v1.train.GradientDescentOptimizer(0.25)
-        if scaled:
-          opt = mp_optimizer.LossScaleOptimizer(
-              opt, managers.FixedLossScaleManager(SCALE))
-        train_op = opt.minimize(loss)
-        with v1.Session(graph=graph) as session:
-          session.run(v1.global_variables_initializer())
-          session.run(train_op)
-          return graph, session.run(biases)
-
-    graph, ours = step(scaled=True)
-    _, bare = step(scaled=False)
+    graph, before, ours = _step(_summed_biases, scaled=True, rate=0.25)
+    _, _, bare = _step(_summed_biases, scaled=False, rate=0.25)
     for got, want in zip(ours, bare):
       np.testing.assert_array_equal(got, want)
-    self.assertFalse(np.array_equal(ours[1], np.full(8, 1.0)))  # It moved.
+    self.assertFalse(np.array_equal(ours[1], before[1]))  # It moved.
     reads = [op for op in graph.get_operations() if op.type == "IsFinite"
              and op.inputs[0].dtype == tf.float16]
     self.assertLen(reads, 1)
-    _, skipped = step(scaled=True, poison=float("nan"))
-    for i, got in enumerate(skipped):
-      np.testing.assert_array_equal(got, np.full(8, float(i), np.float32))
+    _, before, skipped = _step(lambda: _summed_biases(float("nan")),
+                               scaled=True)
+    for got, want in zip(skipped, before):
+      np.testing.assert_array_equal(got, want)
