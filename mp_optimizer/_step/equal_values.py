@@ -21,11 +21,14 @@ from typing import Hashable, List, Optional, Sequence
 
 import tensorflow as tf
 
+# Ops whose output has their first input's entries, in another shape or the
+# same (some sharing its buffer).
+SAME_ENTRIES = ("Reshape", "ExpandDims", "Squeeze", "Identity")
 # Ops whose output is a function of their first input and their static
 # output shape and dtype alone (with `Truncate` for `Cast`).
 _PURE = ("Cast", "Reshape", "Identity")
-# Ops that pass their first input's entries on (some sharing its buffer).
-_PASSING_ON = _PURE + ("ExpandDims", "Squeeze")
+# Ops that pass their first input's entries on, converted or not.
+_PASSING_ON = SAME_ENTRIES + ("Cast",)
 # How many such ops a key looks through.
 _DEPTH = 4
 

@@ -64,10 +64,6 @@ SMALL_BITS_MAX_ELEMENTS = 8192
 # both reductions split, and `is_finite` makes no float32 copy
 # (docs/performance-history.md, "eighth").
 FLOAT16_SUM_MAX_ELEMENTS = 104 * 1024
-# Ops whose output has their first input's entries, in another shape (or
-# the same: `tf.tuple`'s identities, which backprop puts on the gradients
-# of one op).
-_SAME_ENTRIES = ("Reshape", "ExpandDims", "Squeeze", "Identity")
 
 
 def _entries_of(tensor: tf.Tensor) -> tf.Tensor:
@@ -85,7 +81,7 @@ def _entries_of(tensor: tf.Tensor) -> tf.Tensor:
   """
   if equal_values.may_change(tensor):  # Read it when the step reads it.
     return tensor
-  while tensor.op.type in _SAME_ENTRIES:
+  while tensor.op.type in equal_values.SAME_ENTRIES:
     tensor = tensor.op.inputs[0]
   return tensor
 
