@@ -9,8 +9,11 @@ not one per variable, and the finite check reads the stacks whole
 `STACK_CHUNKS` stacks of consecutive gradients (which backprop makes
 together in a stack of layers), each made once its own gradients exist:
 a constant number of kernels, and the float32 tensor of one stack that the
-check sums before the gate is an eighth of the group's (a group of eight or
-fewer held gradients is not stacked, see below).
+check sums before the gate is an eighth of the group's. A group of eight
+or fewer held gradients (see below) is stacked only if they are tiny, in
+runs of about `HELD_STACK_ELEMENTS` entries (a layer's biases): one stack
+then costs the check two kernels and the product behind the gate three,
+where each held gradient alone costs four, and its copy is a few KiB.
 Gradients of several variables that are equal (one tensor backprop handed
 to every input of an add, or the same casts and reshapes of it:
 `_step.equal_values`) are unscaled once, and each of those variables gets
@@ -66,6 +69,11 @@ SMALLEST_NORMAL_RECIPROCAL = 2.0**-126
 
 # Stacks per group of alike gradients, at most (see the module docstring).
 STACK_CHUNKS = 8
+# Held gradients of one shape are stacked in runs of about this many entries
+# when their group has fewer than `STACK_CHUNKS` times as many: a stack of
+# at most 2 KiB of float16 (4 KiB of float32 behind the gate) that saves
+# about three kernels per member (docs/performance-history.md, "twelfth").
+HELD_STACK_ELEMENTS = 1024
 
 _SIXTEEN_BITS = (tf.float16, tf.bfloat16)
 
@@ -91,14 +99,21 @@ def _from_held(held: provenance.Held) -> tf.Tensor:
   return tf.cast(held.source, tf.float32) * held.inverse
 
 
-def _chunks(indices: List[int], held: bool) -> List[List[int]]:
-  """`indices` cut into `STACK_CHUNKS` runs of about equal length.
+def _chunks(indices: List[int], held: bool, size: int) -> List[List[int]]:
+  """`indices` (of gradients of `size` entries each) cut into
+  `STACK_CHUNKS` runs of about equal length.
 
-  Fewer runs when there are too few indices: as many as indices if `held`
-  (their float32 product waits for its sum, the smaller the better), else
-  two in each. Runs of one are left out (not stacked).
+  Fewer runs when there are too few indices: two in each if not `held`.
+  Held ones are not stacked (their float32 product waits for its sum, the
+  smaller the better; a stack is a copy) unless they are tiny: runs of
+  about `HELD_STACK_ELEMENTS` entries then. Runs of one are left out (not
+  stacked).
   """
-  count = min(STACK_CHUNKS, len(indices) if held else len(indices) // 2)
+  if held:
+    tiny = -(-len(indices) * size // HELD_STACK_ELEMENTS)
+    count = min(STACK_CHUNKS, len(indices), tiny)
+  else:
+    count = min(STACK_CHUNKS, len(indices) // 2)
   if not count:
     return []
   bounds = [len(indices) * i // count for i in range(count + 1)]
@@ -120,7 +135,8 @@ def _stack_groups(values: Sequence[Optional[tf.Tensor]],
       key += (None if source is None else source.dtype,)
       groups.setdefault(key, []).append(index)
   return [chunk for key, indices in groups.items()
-          for chunk in _chunks(indices, held=key[-1] is not None)]
+          for chunk in _chunks(indices, key[-1] is not None,
+                               values[indices[0]].shape.num_elements())]
 
 
 def _stack(values: List[tf.Tensor], sources: List[Optional[tf.Tensor]],
