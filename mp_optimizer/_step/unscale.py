@@ -11,9 +11,10 @@ together in a stack of layers), each made once its own gradients exist:
 a constant number of kernels, and the float32 tensor of one stack that the
 check sums before the gate is an eighth of the group's. A group of eight
 or fewer held gradients (see below) is stacked only if they are tiny, in
-runs of about `HELD_STACK_ELEMENTS` entries (a layer's biases): one stack
-then costs the check two kernels and the product behind the gate three,
-where each held gradient alone costs four, and its copy is a few KiB.
+runs of about `HELD_STACK_ELEMENTS` entries (a layer's biases): a stack
+costs six kernels in all (its copy, the check's two, and behind the gate
+the cast, the multiply and the unstack), where each held gradient alone
+costs four, and its copy is a few KiB.
 Gradients of several variables that are equal (one tensor backprop handed
 to every input of an add, or the same casts and reshapes of it:
 `_step.equal_values`) are unscaled once, and each of those variables gets
@@ -69,10 +70,12 @@ SMALLEST_NORMAL_RECIPROCAL = 2.0**-126
 
 # Stacks per group of alike gradients, at most (see the module docstring).
 STACK_CHUNKS = 8
-# Held gradients of one shape are stacked in runs of about this many entries
-# when their group has fewer than `STACK_CHUNKS` times as many: a stack of
-# at most 2 KiB of float16 (4 KiB of float32 behind the gate) that saves
-# about three kernels per member (docs/performance-history.md, "twelfth").
+# Eight or fewer held gradients of one shape, each of at most this many
+# entries, are stacked in runs of about this many: a stack of fewer than
+# twice as many entries (4 KiB of float16, 8 KiB of float32 behind the
+# gate) saves about three kernels per member. Larger groups are cut into
+# `STACK_CHUNKS` runs whatever their size (docs/performance-history.md,
+# "twelfth").
 HELD_STACK_ELEMENTS = 1024
 
 _SIXTEEN_BITS = (tf.float16, tf.bfloat16)
@@ -100,18 +103,20 @@ def _from_held(held: provenance.Held) -> tf.Tensor:
 
 
 def _chunks(indices: List[int], held: bool, size: int) -> List[List[int]]:
-  """`indices` (of gradients of `size` entries each) cut into
-  `STACK_CHUNKS` runs of about equal length.
+  """`indices` (of gradients of `size` entries each) cut into at most
+  `STACK_CHUNKS` runs of consecutive indices, of about equal length.
 
-  Fewer runs when there are too few indices: two in each if not `held`.
-  Held ones are not stacked (their float32 product waits for its sum, the
-  smaller the better; a stack is a copy) unless they are tiny: runs of
-  about `HELD_STACK_ELEMENTS` entries then. Runs of one are left out (not
+  Not `held`: at least two indices a run. `held`: at most one run per
+  index, so that eight or fewer are not stacked (their float32 product
+  waits for its sum, the smaller the better, and a stack is a copy), unless
+  they are tiny (a few layers' biases): then no more runs than keep each
+  near `HELD_STACK_ELEMENTS` entries. Runs of one are left out (not
   stacked).
   """
   if held:
-    tiny = -(-len(indices) * size // HELD_STACK_ELEMENTS)
-    count = min(STACK_CHUNKS, len(indices), tiny)
+    count = min(STACK_CHUNKS, len(indices))
+    if count == len(indices):  # Eight or fewer: stacked only if tiny.
+      count = min(count, -(-count * size // HELD_STACK_ELEMENTS))
   else:
     count = min(STACK_CHUNKS, len(indices) // 2)
   if not count:

@@ -4,9 +4,10 @@ A held 16-bit gradient of a layer's bias is a few dozen entries. Read one by
 one, each costs the check two kernels and the step two more behind the gate
 (its cast and product); stacked, a group of them costs six in all, and a
 copy of their few bytes. `unscale._chunks` stacks held gradients of one
-shape in runs of about `unscale.HELD_STACK_ELEMENTS` entries; a group with
-more entries than that per member (a layer's kernel) stays unstacked unless
-it has more than `STACK_CHUNKS` members, as before. These tests count what
+shape, eight or fewer, in runs of about `unscale.HELD_STACK_ELEMENTS`
+entries; a group with more entries than that per member (a layer's kernel)
+stays unstacked, and one of more than `STACK_CHUNKS` members is cut into
+that many runs, both as before. These tests count what
 the rule makes, and check the stacked step against SGD on contrib's unscale bit
 for bit and against one bias's non-finite gradient.
 """
@@ -88,8 +89,8 @@ class ChunksTest(parameterized.TestCase):
   @parameterized.named_parameters(
       # Five biases of 64 entries: 320 in all, one stack.
       ("five_biases", 5, 64, [5]),
-      # Twenty of 64 (1,280 entries): two runs of about 1,024.
-      ("twenty_biases", 20, 64, [10, 10]),
+      # Eight of 200 (1,600 entries): two runs of about 1,024.
+      ("eight_of_200", 8, 200, [4, 4]),
       # Five kernels of 4,096: each above the run size, none stacked.
       ("five_kernels", 5, 4096, []),
       # A single tiny gradient has nothing to be stacked with.
@@ -99,8 +100,16 @@ class ChunksTest(parameterized.TestCase):
     self.assertEqual([len(run) for run in runs], lengths)
     self.assertEqual(sum(runs, []), sorted(sum(runs, [])))  # Consecutive.
 
-  def test_more_than_eight_kernels_fill_every_run_as_before(self):
-    runs = unscale._chunks(list(range(50)), True, 4096)
+  def test_a_stack_of_eight_or_fewer_stays_below_twice_the_run_size(self):
+    limit = 2 * unscale.HELD_STACK_ELEMENTS
+    for members in range(2, unscale.STACK_CHUNKS + 1):
+      for size in (1, 7, 64, 100, 341, 512, 513, 700, 1024, 1025, 4096):
+        for run in unscale._chunks(list(range(members)), True, size):
+          self.assertLess(len(run) * size, limit, (members, size, run))
+
+  @parameterized.named_parameters(("kernels", 4096), ("biases", 64))
+  def test_more_than_eight_fill_every_run_as_before(self, size):
+    runs = unscale._chunks(list(range(50)), True, size)
     self.assertLen(runs, unscale.STACK_CHUNKS)
     self.assertEqual(sum(runs, []), list(range(50)))
     self.assertEqual({len(run) for run in runs}, {6, 7})  # 50 / 8 = 6.25
