@@ -84,6 +84,27 @@ def _stacks(graph):
                 if op.type == "Pack" and "stacked_gradients" in op.name)
 
 
+def _kernels_run(run_size=None):
+  """Kernels one traced step of ours on `_layers` ran, with
+  `unscale.HELD_STACK_ELEMENTS` set to `run_size` while it is built."""
+  original = unscale.HELD_STACK_ELEMENTS
+  unscale.HELD_STACK_ELEMENTS = run_size or original
+  try:
+    with tf.Graph().as_default() as graph:
+      train_op = mp_optimizer.LossScaleOptimizer(
+          v1.train.GradientDescentOptimizer(0.5),
+          managers.FixedLossScaleManager(SCALE)).minimize(_layers())
+  finally:
+    unscale.HELD_STACK_ELEMENTS = original
+  with v1.Session(graph=graph) as session:
+    session.run(v1.global_variables_initializer())
+    metadata = v1.RunMetadata()
+    session.run(train_op, options=v1.RunOptions(
+        trace_level=v1.RunOptions.FULL_TRACE), run_metadata=metadata)
+  return sum(len(device.node_stats)
+             for device in metadata.step_stats.dev_stats)
+
+
 class ChunksTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
@@ -140,6 +161,12 @@ class TinyStacksTest(parameterized.TestCase):
     finally:
       unscale.HELD_STACK_ELEMENTS = original
     self.assertEqual(_stacks(graph), [])
+
+  def test_a_stack_of_five_runs_six_kernels_where_five_alone_ran_twenty(self):
+    # The check's IsFinite and All and, behind the gate, Cast and Mul per
+    # bias; stacked: Pack, IsFinite, All, Cast, Mul and Unpack.
+    self.assertEqual(_kernels_run(1) - _kernels_run(),
+                     4 * LAYERS - 6)
 
   def test_each_variable_gets_contribs_bits(self):
     # The stack's cast and product are the bits of each one's.
