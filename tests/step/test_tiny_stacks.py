@@ -12,6 +12,8 @@ the rule makes, and check the stacked step against SGD on contrib's unscale bit
 for bit and against one bias's non-finite gradient.
 """
 
+import contextlib
+
 from absl.testing import parameterized
 import numpy as np
 import tensorflow as tf
@@ -84,18 +86,26 @@ def _stacks(graph):
                 if op.type == "Pack" and "stacked_gradients" in op.name)
 
 
+@contextlib.contextmanager
+def _run_size(entries):
+  """`unscale.HELD_STACK_ELEMENTS` set to `entries` inside the block."""
+  original = unscale.HELD_STACK_ELEMENTS
+  unscale.HELD_STACK_ELEMENTS = entries
+  try:
+    yield
+  finally:
+    unscale.HELD_STACK_ELEMENTS = original
+
+
 def _kernels_run(run_size=None):
   """Kernels one traced step of ours on `_layers` ran, with
-  `unscale.HELD_STACK_ELEMENTS` set to `run_size` while it is built."""
-  original = unscale.HELD_STACK_ELEMENTS
-  unscale.HELD_STACK_ELEMENTS = run_size or original
-  try:
+  `unscale.HELD_STACK_ELEMENTS` set to `run_size` (if given) while it is
+  built."""
+  with _run_size(run_size or unscale.HELD_STACK_ELEMENTS):
     with tf.Graph().as_default() as graph:
       train_op = mp_optimizer.LossScaleOptimizer(
           v1.train.GradientDescentOptimizer(0.5),
           managers.FixedLossScaleManager(SCALE)).minimize(_layers())
-  finally:
-    unscale.HELD_STACK_ELEMENTS = original
   with v1.Session(graph=graph) as session:
     session.run(v1.global_variables_initializer())
     metadata = v1.RunMetadata()
@@ -154,12 +164,8 @@ class TinyStacksTest(parameterized.TestCase):
 
   def test_no_stack_with_the_run_size_of_one_entry(self):
     # The rule before tiny stacks: five of a shape stay unstacked.
-    original = unscale.HELD_STACK_ELEMENTS
-    unscale.HELD_STACK_ELEMENTS = 1
-    try:
+    with _run_size(1):
       graph, _, _ = _step(_layers, ours=True)
-    finally:
-      unscale.HELD_STACK_ELEMENTS = original
     self.assertEqual(_stacks(graph), [])
 
   def test_a_stack_of_five_runs_six_kernels_where_five_alone_ran_twenty(self):
