@@ -26,6 +26,21 @@ fixed scale (the dynamic scale's update comes on top of any of them):
   Exact: the values applied are bare's bits; the check sees S times the
   unscaled values, which changes nothing below float32's range. O(N)
   kernels (a cast and a sum per gradient).
+* `scaled`: the floor with the least a dynamic scale adds to a clean step:
+  S read from a variable (so backprop's seed and 1/S are computed each
+  step, not folded into constants) and the clean step counted (one
+  `assign_add` behind the Switch). It never grows or shrinks S, so it is
+  not a loss scale: it is a lower bound, since the dynamic scales this
+  library reproduces (contrib's, TF's) read S and count clean steps, and
+  also decide on growth each step.
+  While S stays at its initial value it applies the floor's values bit for
+  bit.
+
+`LeastDynamicManager` is the same least as a `managers.LossScaleManager`:
+the library's step around it (`floor.py`'s "ours_least") costs what ours
+would with a dynamic scale that did nothing but read S and count clean
+steps; ours with contrib's dynamic scale costs that plus its growth and
+overflow logic.
 """
 
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -70,7 +85,9 @@ def _unscale_chunked(values: Sequence[Optional[tf.Tensor]],
 UNSCALES = {"switch": _unscale_each, "chunked": _unscale_chunked}
 LABELS = {"switch": "floor: one Switch on all_finite, each gradient unscaled",
           "chunked": "prototype: the floor, unscale in <= 8 stacks per shape",
-          "hold16": "prototype: 16-bit gradients held, cast behind the Switch"}
+          "hold16": "prototype: 16-bit gradients held, cast behind the Switch",
+          "scaled": "prototype: the floor, S read from a variable and clean "
+                    "steps counted (a dynamic scale's least)"}
 
 
 def _held_16_bit(value: Optional[tf.Tensor]) -> Optional[tf.Tensor]:
@@ -103,9 +120,69 @@ def _hold16_train_op(pairs, scale: tf.Tensor, global_step: tf.Variable,
   return gate.gate(flag, apply, tf.no_op)
 
 
+def _least_variables() -> Tuple[tf.Variable, tf.Variable]:
+  """S (float32, `INITIAL_SCALE`) and a count of clean steps (int64)."""
+  with v1.variable_scope("least_dynamic_scale"):
+    return (v1.get_variable("scale", initializer=float(INITIAL_SCALE),
+                            trainable=False, use_resource=True),
+            v1.get_variable("clean_steps",
+                            initializer=tf.constant(0, tf.int64),
+                            trainable=False, use_resource=True))
+
+
+class LeastDynamicManager(managers.LossScaleManager):
+  """S read from a variable, clean steps counted; S never changes.
+
+  Made while the graph it serves is the default (`floor.py` makes one per
+  train op). Not a loss scale to train with: it never grows or shrinks S.
+  """
+
+  def __init__(self):
+    self._scale, self._clean_steps = _least_variables()
+
+  def get_loss_scale(self) -> tf.Variable:
+    return self._scale
+
+  def update_loss_scale(self, finite_grads: tf.Tensor) -> tf.Operation:
+    return self._clean_steps.assign_add(tf.cast(finite_grads, tf.int64),
+                                        read_value=False)
+
+  @property
+  def dynamic(self) -> bool:
+    return True
+
+  @property
+  def scale_floor(self) -> float:
+    return float(INITIAL_SCALE)  # S never moves.
+
+  def variables(self) -> List[tf.Variable]:
+    return [self._scale, self._clean_steps]
+
+
+def _scaled_train_op(loss: tf.Tensor, global_step: tf.Variable,
+                     inner: v1.train.Optimizer) -> tf.Operation:
+  scale_variable, clean_steps = _least_variables()
+  scale = scale_variable.read_value()
+  pairs = inner.compute_gradients(loss * tf.cast(scale, loss.dtype))
+  inverse = tf.math.reciprocal(scale)
+  pairs = [(None if grad is None else tensors.with_values(
+      grad, tf.convert_to_tensor(tensors.values(grad)) * inverse), var)
+           for grad, var in pairs]
+
+  def apply(pivot: tf.Tensor) -> tf.Operation:
+    del pivot  # `gate` builds this under a dependency on it.
+    return tf.group(inner.apply_gradients(pairs, global_step),
+                    clean_steps.assign_add(1, read_value=False))
+
+  return gate.gate(managers.all_finite([grad for grad, _ in pairs]), apply,
+                   tf.no_op)
+
+
 def train_op(loss: tf.Tensor, global_step: tf.Variable,
              inner: v1.train.Optimizer, design: str) -> tf.Operation:
   """The exact skip `design` (a key of `LABELS`) around `inner`."""
+  if design == "scaled":
+    return _scaled_train_op(loss, global_step, inner)
   scale = tf.constant(float(INITIAL_SCALE))
   pairs = inner.compute_gradients(loss * tf.cast(scale, loss.dtype))
   if design == "hold16":

@@ -8,10 +8,11 @@
 The floor (`benchmarks.exact_skips`, "switch") is the cheapest exact skip
 built here. For each shape family (`shapes.with_variables`), N and inner
 optimizer, bare, TF's built-in (fixed, dynamic), ours (contrib and TF2
-faces, fixed and dynamic), the floor and two memory prototypes
-are built in their own graphs and Sessions and timed in interleaved rounds
-(`scaling.measure`); each is compared with the floor in the same rounds.
-Then each model of `benchmarks.models` with Adam, the same contenders.
+faces, fixed and dynamic), the floor, two memory prototypes and two
+contenders with a dynamic scale's least (`least_dynamic`: on the floor,
+and ours with `exact_skips.LeastDynamicManager`) are built in their own
+graphs and Sessions and timed in interleaved rounds (`scaling.measure`);
+each is compared with the floor in the same rounds. Then each model of `benchmarks.models` with Adam, the same contenders.
 Kernels per step and step memory come from FULL_TRACE `RunMetadata`
 (`graph_cost.trace_step`); the 1-minute load average is printed beside
 every timing. Each part writes its section of the output file
@@ -55,6 +56,9 @@ CONTENDERS = {
             opt, impls.INITIAL_SCALE))),
     "ours_tf2": ("ours, TF2 face, dynamic",
                  scaling.wrapped(impls.BY_NAME["ours_tf2"].wrap)),
+    "ours_least": ("ours, contrib face, the least dynamic manager",
+                   scaling.wrapped(lambda opt: mp_optimizer.LossScaleOptimizer(
+                       opt, exact_skips.LeastDynamicManager()))),
     **{design: (exact_skips.LABELS[design], exact_skips.maker(design))
        for design in exact_skips.LABELS},
 }

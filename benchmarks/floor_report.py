@@ -12,6 +12,7 @@ import platform
 import re
 from typing import Dict, List, Optional
 
+from benchmarks import least_dynamic
 from benchmarks import models
 from benchmarks import scaling_report
 from benchmarks import sections
@@ -208,6 +209,11 @@ Targets (ours fixed within +0.03 of the floor, dynamic within +0.05, and
 below TF's built-in of the same kind), from the table above:
 
 {floor_targets(pools)}
+
+The least a dynamic scale adds (`benchmarks/least_dynamic.py`: S read from
+a variable and clean steps counted, nothing else), against the floor:
+
+{least_dynamic.lines(pools, ABOVE_FLOOR["ours_contrib"])}
 
 The fastest exact skip of each pool (medians; a prototype below 1 is a
 cheaper floor than the one built first):

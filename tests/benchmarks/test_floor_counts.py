@@ -25,6 +25,7 @@ from absl.testing import parameterized
 import pytest
 import tensorflow as tf
 
+import mp_optimizer
 from benchmarks import exact_skips
 from benchmarks import floor
 from benchmarks import scaling
@@ -73,6 +74,18 @@ class KernelsTest(parameterized.TestCase):
              for size in SIZES]
     self.assertEqual(added[0], added[1], f"kernels added at N={SIZES}")
 
+  def test_least_dynamic_prototype_adds_the_same_kernels_at_every_size(self):
+    added = [_built("scaled", size).kernels - _built("switch", size).kernels
+             for size in SIZES]
+    self.assertEqual(added[0], added[1], f"kernels over the floor at {SIZES}")
+
+  def test_least_dynamic_manager_runs_between_fixed_and_contrib(self):
+    size = SIZES[0]
+    fixed, least, contrib = (_built(name, size).kernels for name in
+                             ("ours_fixed", "ours_least", "ours_contrib"))
+    self.assertLess(fixed, least)
+    self.assertLess(least, contrib)
+
   def test_floor_adds_one_multiply_per_gradient(self):
     added = [_built("switch", size).kernels - _built("bare", size).kernels
              for size in SIZES]
@@ -107,7 +120,9 @@ class MemoryTest(parameterized.TestCase):
 
 class ExactTest(parameterized.TestCase):
 
-  @parameterized.named_parameters(("chunked", "chunked"), ("hold16", "hold16"))
+  @parameterized.named_parameters(("chunked", "chunked"), ("hold16", "hold16"),
+                                  ("scaled", "scaled"),
+                                  ("ours_least", "ours_least"))
   def test_prototype_applies_the_floors_values_bit_for_bit(self, design):
     after = []
     for name in ("switch", design):
@@ -119,6 +134,33 @@ class ExactTest(parameterized.TestCase):
       built.session.close()
     for floor_value, value in zip(*after):
       self.assertEqual(floor_value.tobytes(), value.tobytes())
+
+
+class LeastDynamicManagerTest(absltest.TestCase):
+
+  def _run(self, loss_value: float, steps: int):
+    with tf.Graph().as_default():
+      weight = v1.get_variable("w", initializer=2.0, use_resource=True)
+      loss = tf.cast(weight, tf.float16) * tf.constant(loss_value, tf.float16)
+      manager = exact_skips.LeastDynamicManager()
+      train_op = mp_optimizer.LossScaleOptimizer(
+          v1.train.GradientDescentOptimizer(0.5), manager).minimize(
+              tf.cast(loss, tf.float32))
+      with v1.Session() as session:
+        session.run(v1.global_variables_initializer())
+        for _ in range(steps):
+          session.run(train_op)
+        return session.run(manager.variables() + [weight])
+
+  def test_counts_clean_steps_and_keeps_its_scale(self):
+    scale, clean, weight = self._run(3.0, steps=3)
+    self.assertEqual((scale, clean), (exact_skips.INITIAL_SCALE, 3))
+    self.assertEqual(weight, 2.0 - 3 * 0.5 * 3.0)
+
+  def test_a_skipped_step_is_not_counted_and_moves_nothing(self):
+    scale, clean, weight = self._run(float("inf"), steps=2)
+    self.assertEqual((scale, clean, weight),
+                     (exact_skips.INITIAL_SCALE, 0, 2.0))
 
 
 if __name__ == "__main__":

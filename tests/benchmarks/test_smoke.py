@@ -120,7 +120,8 @@ class SmokeTest(parameterized.TestCase):
         encoding="utf-8")
     self._run("floor.py", "--smoke", "--shapes", "many_small", "--sizes", "4",
               "--inners", "sgd", "--models", "wide_and_deep", "--contenders",
-              "bare,switch,ours_tf2", "--seconds", "0", "--model-seconds", "0",
+              "bare,switch,ours_tf2,ours_fixed,ours_contrib,ours_least,scaled",
+              "--seconds", "0", "--model-seconds", "0",
               "--output", output)
     text = pathlib.Path(output).read_text(encoding="utf-8")
     for heading in ("## The floor: every contender against the cheapest "
@@ -128,6 +129,8 @@ class SmokeTest(parameterized.TestCase):
       self.assertLess(text.index(heading), text.index("<!-- scaling: written"))
     self.assertIn("| many_small | 4 | sgd | ours, TF2 face, dynamic |", text)
     self.assertIn("| wide_and_deep | ours, TF2 face, dynamic |", text)
+    self.assertIn("- many_small 4 sgd: the least dynamic scale on the "
+                  "floor's step ", text)
 
   def test_codemod_speed(self):
     self.assertIn("one file", self._run("codemod_speed.py", "--scale", "0.001"))

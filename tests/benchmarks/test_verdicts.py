@@ -13,6 +13,7 @@ from absl.testing import parameterized
 
 from benchmarks import check_readings
 from benchmarks import floor_report
+from benchmarks import least_dynamic
 from benchmarks import report
 from benchmarks import scaling_report
 from benchmarks import shapes
@@ -176,6 +177,36 @@ class FloorTargetsTest(parameterized.TestCase):
     self.assertIn(f"at most {memory:.2f}× bare; within 1.1× everywhere: "
                   f"{expected}.", text)
 
+
+class LeastDynamicTest(parameterized.TestCase):
+
+  def _pool(self, scaled: float, spread: float = 0.005):
+    pool = _floor_pool(1.20, 1.3)
+    for name, median in (("scaled", scaled), ("ours_fixed", 1.09),
+                         ("ours_least", 1.13)):
+      pool.rows[name] = dataclasses.replace(
+          pool.rows["ours_contrib"], vs_other=_ratio(median, spread))
+    return pool
+
+  @parameterized.named_parameters(
+      ("below", 1.04, 0.005, "(0.010 below the dynamic target)"),
+      ("above", 1.07, 0.005, "(above the dynamic target on its own)"),
+      ("within_noise", 1.055, 0.01,
+       "(above the dynamic target, within noise (95% CI 1.045-1.065))"))
+  def test_the_least_against_the_target(self, scaled, spread, expected):
+    text = least_dynamic.line(self._pool(scaled, spread), 0.05)
+    self.assertIn(f"floor's step {scaled - 1:+.3f} {expected}", text)
+
+  def test_the_parts_are_differences_of_the_medians(self):
+    text = least_dynamic.line(self._pool(1.04), 0.05)
+    self.assertIn("on ours +0.130, +0.040 over ours fixed (+0.090); "
+                  "contrib's scale +0.200, +0.070 over the least.", text)
+
+  def test_no_line_without_the_contenders_it_compares(self):
+    pool = self._pool(1.04)
+    del pool.rows["ours_least"]
+    self.assertEqual(least_dynamic.line(pool, 0.05), "")
+    self.assertIn("No pool", least_dynamic.lines([pool], 0.05))
 
 
 def _costs(bits: float, total: float):
