@@ -121,8 +121,14 @@ def _hold16_train_op(pairs, scale: tf.Tensor, global_step: tf.Variable,
 
 
 def _least_variables() -> Tuple[tf.Variable, tf.Variable]:
-  """S (float32, `INITIAL_SCALE`) and a count of clean steps (int64)."""
-  with v1.variable_scope("least_dynamic_scale"):
+  """S (float32, `INITIAL_SCALE`) and a count of clean steps (int64).
+
+  Made outside any control dependencies of the caller (a train op is built
+  under the model's UPDATE_OPS), so initializing them reads no other
+  variable.
+  """
+  with tf.control_dependencies(None), \
+       v1.variable_scope("least_dynamic_scale"):
     return (v1.get_variable("scale", initializer=float(INITIAL_SCALE),
                             trainable=False, use_resource=True),
             v1.get_variable("clean_steps",

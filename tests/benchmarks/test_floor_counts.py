@@ -157,6 +157,15 @@ class LeastDynamicManagerTest(absltest.TestCase):
     self.assertEqual((scale, clean), (exact_skips.INITIAL_SCALE, 3))
     self.assertEqual(weight, 2.0 - 3 * 0.5 * 3.0)
 
+  def test_its_variables_initialize_without_the_callers_dependencies(self):
+    with tf.Graph().as_default():
+      weight = v1.get_variable("w", initializer=2.0, use_resource=True)
+      with tf.control_dependencies([weight.read_value()]):
+        manager = exact_skips.LeastDynamicManager()
+      for variable in manager.variables():
+        self.assertEqual(variable.initializer.control_inputs, [])
+        self.assertEqual(variable.initial_value.op.control_inputs, [])
+
   def test_a_skipped_step_is_not_counted_and_moves_nothing(self):
     scale, clean, weight = self._run(float("inf"), steps=2)
     self.assertEqual((scale, clean, weight),
