@@ -12,7 +12,9 @@ faces, fixed and dynamic), the floor, two memory prototypes and two
 contenders with a dynamic scale's least (`least_dynamic`: on the floor,
 and ours with `exact_skips.LeastDynamicManager`) are built in their own
 graphs and Sessions and timed in interleaved rounds (`scaling.measure`);
-each is compared with the floor in the same rounds. Then each model of `benchmarks.models` with Adam, the same contenders.
+each is compared with the floor in the same rounds. A pool whose bare
+step is short builds each contender in several Sessions and takes, per
+round, the median of their times (`sessions.copies_for`). Then each model of `benchmarks.models` with Adam, the same contenders.
 Kernels per step and step memory come from FULL_TRACE `RunMetadata`
 (`graph_cost.trace_step`); the 1-minute load average is printed beside
 every timing. Each part writes its section of the output file
@@ -38,6 +40,7 @@ from benchmarks import models
 from benchmarks import scaling
 from benchmarks import scaling_report
 from benchmarks import sections
+from benchmarks import sessions
 from benchmarks import shapes
 from benchmarks import timing
 
@@ -78,7 +81,7 @@ def run_grid(args, min_rounds: int, traces: int) -> Iterator:
         yield scaling.measure(
             size, inner, args.seconds, _names(args.contenders), min_rounds,
             CONTENDERS, lambda n, f=family: shapes.with_variables(f, n),
-            family, traces, REFERENCES)
+            family, traces, REFERENCES, copies=sessions.copies_for)
 
 
 def run_models(args, min_rounds: int, traces: int) -> Iterator:

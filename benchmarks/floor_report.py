@@ -16,6 +16,7 @@ from benchmarks import least_dynamic
 from benchmarks import models
 from benchmarks import scaling_report
 from benchmarks import sections
+from benchmarks import sessions
 from benchmarks import shapes
 from benchmarks import timing
 from benchmarks.scaling_report import Pool
@@ -204,6 +205,16 @@ are counted (FULL_TRACE `RunMetadata`), not timed. Shapes at N variables:
 {shapes_text}
 
 {results_table(pools)}
+
+Pools whose bare step is below {sessions.SHORT_STEP_MS:g} ms ran each
+contender in {sessions.SHORT_STEP_COPIES} Sessions, each with its own copy
+of the graph, and took per round the median of theirs
+(`benchmarks/sessions.py`): one Session of a graph can run a few percent
+apart from another of the same graph. Each Session's median step ÷ the
+median of the combined steps, for the floor and for the contender
+whose Sessions ran farthest apart:
+
+{sessions.lines(pools, FLOOR)}
 
 Targets (ours fixed within +0.03 of the floor, dynamic within +0.05, and
 below TF's built-in of the same kind), from the table above:

@@ -46,6 +46,7 @@ from benchmarks import graph_cost
 from benchmarks import implementations as impls
 from benchmarks import process_memory
 from benchmarks import scaling_report
+from benchmarks import sessions
 from benchmarks import shapes
 from benchmarks import timing
 
@@ -143,7 +144,9 @@ def measure(size: int, inner: str, seconds: float, names: List[str],
             model: Callable[[int], tf.Tensor] = shapes.chain,
             family: str = "chain", traces: int = 1,
             references: Dict[str, str] = None,
-            alive: Optional[int] = None) -> scaling_report.Pool:
+            alive: Optional[int] = None,
+            copies: Callable[[float], int] = lambda bare_ms: 1
+            ) -> scaling_report.Pool:
   """Builds every contender at `size`, then times them interleaved.
 
   When the contenders would not all fit in memory at once (more than
@@ -161,22 +164,33 @@ def measure(size: int, inner: str, seconds: float, names: List[str],
       same rounds (`Row.vs_other`).
     alive: Contenders alive at once, at most (bare and the references
       count); None: from the memory available after building bare.
+    copies: Bare's step in ms -> how many times to build each contender
+      (`benchmarks.sessions`): each copy is timed on its own, and a round's
+      time of the contender is the median of its copies'. Kernels and step
+      memory are the first copy's.
   """
   contenders = contenders or CONTENDERS
   references = references or {}
   keep = ["bare"] + sorted({other for name, other in references.items()
                             if name in names and other in names} - {"bare"})
   built: Dict[str, Built] = {}
+  count = 1
 
   def build(name: str) -> None:
-    _log(f"{family} N={size} {inner}: building {name}")
-    built[name] = Built(size, inner, contenders[name][1], model, traces)
+    for key in sessions.instances(name, count):
+      if key not in built:
+        _log(f"{family} N={size} {inner}: building {key}")
+        built[key] = Built(size, inner, contenders[name][1], model,
+                           traces if key == name else 1)
 
   process_memory.trim_heap()
   build("bare")
+  count = copies(1e3 * timing.step_seconds(timing.interleaved(
+      {"bare": built["bare"].run}, 0.0, min_rounds=1), "bare"))
+  build("bare")
   if alive is None:
     available = process_memory.available_mb()
-    alive = len(names) if math.isnan(available) else int(
+    alive = len(names) * count if math.isnan(available) else int(
         available * MEMORY_SHARE / max(built["bare"].rss_mb, 1.0))
   others = [name for name in names if name not in keep]
   rows, rounds_per_part, load_start = {}, [], None
@@ -184,24 +198,28 @@ def measure(size: int, inner: str, seconds: float, names: List[str],
     build(name)
   while True:
     part = list(keep)
-    while others and len(part) < max(alive, len(keep) + 1):
+    while others and len(part) * count < max(alive, (len(keep) + 1) * count):
       # Another contender only with room for it and one more left.
       if (len(part) > len(keep) and process_memory.available_mb() <
-          2 * built["bare"].rss_mb):
+          2 * count * built["bare"].rss_mb):
         break
       build(others[0])
       part.append(others.pop(0))
     load_start = os.getloadavg()[0] if load_start is None else load_start
-    _log(f"{family} N={size} {inner}: timing {len(part)} steps for "
+    keys = [key for name in part for key in sessions.instances(name, count)]
+    _log(f"{family} N={size} {inner}: timing {len(keys)} steps for "
          f"{seconds:.0f}s")
-    rounds = timing.interleaved({n: built[n].run for n in part}, seconds,
-                                min_rounds=min_rounds)
+    rounds = timing.interleaved({key: built[key].run for key in keys},
+                                seconds, min_rounds=min_rounds)
+    combined = sessions.combine(rounds, part, count)
     rounds_per_part.append(len(rounds["bare"]))
     for name in part:
-      rows.setdefault(name, _row(contenders[name][0], built[name], rounds,
-                                 name, references.get(name)))
+      rows.setdefault(name, _row(contenders[name][0], built, rounds,
+                                 combined, name, references.get(name),
+                                 count))
       if name not in keep:
-        built.pop(name).session.close()
+        for key in sessions.instances(name, count):
+          built.pop(key).session.close()
     process_memory.trim_heap()
     if not others:
       break
@@ -210,19 +228,24 @@ def measure(size: int, inner: str, seconds: float, names: List[str],
   return scaling_report.Pool(size, inner, {n: rows[n] for n in names},
                              min(rounds_per_part), load_start,
                              os.getloadavg()[0], family,
-                             parts=len(rounds_per_part))
+                             parts=len(rounds_per_part), copies=count)
 
 
-def _row(label: str, b: Built, rounds, name: str,
-         other: Optional[str]) -> scaling_report.Row:
+def _row(label: str, built: Dict[str, Built], raw, rounds, name: str,
+         other: Optional[str], count: int) -> scaling_report.Row:
+  """`rounds`: per name, combined over its copies; `raw`: per copy."""
+  b = built[name]
   return scaling_report.Row(
       label=label, kernels=b.kernels, ops=b.ops, graph_mb=b.graph_mb,
       build_s=b.build_s, first_run_s=b.first_run_s, first_run_load=b.load,
       rss_mb=b.rss_mb, step_ms=timing.step_seconds(rounds, name) * 1e3,
-      vs_bare=timing.ratio(rounds, name, "bare"), all_applied=b.all_applied(),
+      vs_bare=timing.ratio(rounds, name, "bare"),
+      all_applied=all(built[key].all_applied()
+                      for key in sessions.instances(name, count)),
       peak_bytes=b.trace.peak_bytes, at_peak=b.trace.at_peak,
       vs_other=(timing.ratio(rounds, name, other)
-                if other in rounds else None))
+                if other in rounds else None),
+      copies=tuple(sessions.spread(raw, name, count)))
 
 
 def main(argv=None) -> int:

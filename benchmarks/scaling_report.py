@@ -13,7 +13,7 @@ import dataclasses
 import datetime
 import os
 import platform
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from benchmarks import timing
 
@@ -45,6 +45,8 @@ class Row:
   peak_bytes: int = 0  # Step memory (`graph_cost.Trace`).
   at_peak: Optional[Dict[str, int]] = None  # Bytes held at it, by node.
   vs_other: Optional[timing.Ratio] = None  # ÷ a second reference.
+  # Each copy's time ÷ the median of the copies' (`benchmarks.sessions`).
+  copies: Tuple[float, ...] = (1.0,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,14 +60,18 @@ class Pool:
   load_end: float
   family: str = "chain"
   parts: int = 1  # Timed in parts, each with bare (`scaling.measure`).
+  copies: int = 1  # Sessions of each contender (`benchmarks.sessions`).
 
 
 def rounds_text(pool: Pool) -> str:
-  """The pool's rounds, and its parts if it was timed in parts."""
-  if pool.parts == 1:
-    return f"{pool.rounds}"
-  return (f"{pool.rounds} or more in each of {pool.parts} parts (each with "
-          "bare and the references; too large for all at once)")
+  """The pool's rounds, its parts if it was timed in parts, and its copies
+  if each contender ran in several Sessions."""
+  text = f"{pool.rounds}" if pool.parts == 1 else (
+      f"{pool.rounds} or more in each of {pool.parts} parts (each with "
+      "bare and the references; too large for all at once)")
+  if pool.copies > 1:
+    text += f", each contender in {pool.copies} Sessions"
+  return text
 
 
 def _table(pools: List[Pool]) -> str:

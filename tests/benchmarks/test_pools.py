@@ -23,12 +23,13 @@ NAMES = ["bare", "tf", "ours", "ours_fixed"]
 REFERENCES = {"ours": "tf", "ours_fixed": "tf"}
 
 
-def _measure(alive):
+def _measure(alive, copies=1):
   log = io.StringIO()
   with contextlib.redirect_stderr(log):
     pool = scaling.measure(2, "sgd", 0.0, NAMES, min_rounds=2,
                            model=lambda n: shapes.chain(n, width=4, batch=2),
-                           references=REFERENCES, alive=alive)
+                           references=REFERENCES, alive=alive,
+                           copies=lambda bare_ms: copies)
   return pool, log.getvalue().splitlines()
 
 
@@ -55,6 +56,32 @@ class PartsTest(absltest.TestCase):
     self.assertEqual(pool.parts, 1)
     self.assertLen([line for line in log if "timing 4 steps" in line], 1)
     self.assertEqual(scaling_report.rounds_text(pool), str(pool.rounds))
+
+
+class CopiesTest(absltest.TestCase):
+  """Each contender built in several Sessions (`benchmarks.sessions`)."""
+
+  def test_every_copy_is_built_and_timed_on_its_own(self):
+    pool, log = _measure(alive=None, copies=2)
+    built = [line.split("building ")[1] for line in log if "building" in line]
+    self.assertCountEqual(built, NAMES + [f"{name}@2" for name in NAMES])
+    self.assertLen([line for line in log if "timing 8 steps" in line], 1)
+    self.assertEqual(pool.copies, 2)
+    for name, row in pool.rows.items():
+      self.assertLen(row.copies, 2, name)
+      self.assertTrue(row.all_applied, name)
+    self.assertIn("each contender in 2 Sessions",
+                  scaling_report.rounds_text(pool))
+
+  def test_a_contenders_copies_are_timed_in_one_part(self):
+    pool, log = _measure(alive=6, copies=2)  # Three contenders' copies.
+    self.assertEqual(pool.parts, 2)
+    first_timing = next(i for i, line in enumerate(log) if "timing" in line)
+    for key in ("ours_fixed", "ours_fixed@2"):
+      self.assertGreater(next(i for i, line in enumerate(log)
+                              if line.endswith(f"building {key}")),
+                         first_timing, key)
+    self.assertLen([line for line in log if "timing 6 steps" in line], 2)
 
 
 if __name__ == "__main__":

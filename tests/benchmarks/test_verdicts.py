@@ -16,6 +16,7 @@ from benchmarks import floor_report
 from benchmarks import least_dynamic
 from benchmarks import report
 from benchmarks import scaling_report
+from benchmarks import sessions
 from benchmarks import shapes
 from benchmarks import targets
 from benchmarks import timing
@@ -176,6 +177,23 @@ class FloorTargetsTest(parameterized.TestCase):
                                          _floor_pool(1.0, 1.3, memory, 100)])
     self.assertIn(f"at most {memory:.2f}× bare; within 1.1× everywhere: "
                   f"{expected}.", text)
+
+
+class CopiesLinesTest(absltest.TestCase):
+
+  def test_the_floor_and_the_widest_contender(self):
+    pool = dataclasses.replace(_floor_pool(1.1, 1.3), copies=3)
+    for name, copies in (("switch", (1.02, 0.99, 1.0)),
+                         ("bare", (1.0, 1.01, 0.995)),
+                         ("ours_contrib", (0.95, 1.0, 1.06))):
+      pool.rows[name] = dataclasses.replace(pool.rows[name], label=name,
+                                            copies=copies)
+    self.assertEqual(sessions.lines([pool], "switch"),
+                     "- many_small 10 adam: switch 0.990, 1.000, 1.020; "
+                     "ours_contrib 0.950, 1.000, 1.060")
+
+  def test_no_line_for_a_pool_in_one_session(self):
+    self.assertIn("No pool", sessions.lines([_floor_pool(1, 1)], "switch"))
 
 
 class LeastDynamicTest(parameterized.TestCase):
