@@ -14,7 +14,8 @@ and ours with `exact_skips.LeastDynamicManager`) are built in their own
 graphs and Sessions and timed in interleaved rounds (`scaling.measure`);
 each is compared with the floor in the same rounds. A pool whose bare
 step is short builds each contender in several Sessions and takes, per
-round, the median of their times (`sessions.copies_for`). Then each model of `benchmarks.models` with Adam, the same contenders.
+round, the median of their times (`sessions.copies_for`). Then each model
+of `benchmarks.models` with Adam, the same contenders.
 Kernels per step and step memory come from FULL_TRACE `RunMetadata`
 (`graph_cost.trace_step`); the 1-minute load average is printed beside
 every timing. Each part writes its section of the output file

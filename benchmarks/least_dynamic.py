@@ -1,4 +1,4 @@
-"""What a dynamic scale costs at least, against what ours costs: one line a pool.
+"""What a dynamic scale costs at least, and what ours costs: a line a pool.
 
 Two contenders of `benchmarks/floor.py` read S from a variable and count
 clean steps, and do nothing else a dynamic scale does (`exact_skips`):
@@ -42,10 +42,10 @@ def line(pool: Pool, limit: float) -> str:
   fixed, ours_least, dynamic = (_above(pool, name)
                                 for name in (FIXED, OURS_LEAST, DYNAMIC))
   return (f"- {pool.family} {pool.size:,} {pool.inner}: the least dynamic "
-          f"scale on the floor's step {least:+.3f} ({reach}); on ours {ours_least:+.3f}, "
-          f"{ours_least - fixed:+.3f} over ours fixed ({fixed:+.3f}); "
-          f"contrib's scale {dynamic:+.3f}, {dynamic - ours_least:+.3f} "
-          f"over the least.")
+          f"scale on the floor's step {least:+.3f} ({reach}); on ours "
+          f"{ours_least:+.3f}, {ours_least - fixed:+.3f} over ours fixed "
+          f"({fixed:+.3f}); contrib's scale {dynamic:+.3f}, "
+          f"{dynamic - ours_least:+.3f} over the least.")
 
 
 def lines(pools: List[Pool], limit: float) -> str:

@@ -45,7 +45,7 @@ class Row:
   peak_bytes: int = 0  # Step memory (`graph_cost.Trace`).
   at_peak: Optional[Dict[str, int]] = None  # Bytes held at it, by node.
   vs_other: Optional[timing.Ratio] = None  # ÷ a second reference.
-  # Each copy's time ÷ the median of the copies' (`benchmarks.sessions`).
+  # Each copy's median step ÷ that of the combined steps (`sessions.spread`).
   copies: Tuple[float, ...] = (1.0,)
 
 

@@ -3,13 +3,13 @@
 Two Sessions of one graph, timed in the same interleaved rounds, can differ
 by several percent on a step of a fraction of a millisecond, and keep that
 difference through the run (docs/performance-history.md, "thirteenth": on
-ten small variables, the floor's copies up to 3% apart, ours fixed up to
+ten small variables, the floor's copies up to 6% apart, ours fixed up to
 8%). The graph is the same; what differs is the Session (where its buffers
 and variables landed, and so on): a ratio of two contenders built once
-each carries that difference whole. `scaling.measure` can
-build each contender `copies` times and take, in each round, the median of
-its copies' times, so that one ratio compares graphs rather than two draws
-of that placement.
+each carries that difference whole. `scaling.measure` can build each
+contender `copies` times and take, in each round, the median of its
+copies' times, so that one ratio compares graphs rather than two draws of
+that placement.
 """
 
 from typing import Dict, Iterable, List
