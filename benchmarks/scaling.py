@@ -162,8 +162,9 @@ def measure(size: int, inner: str, seconds: float, names: List[str],
     model, traces: As `Built` takes them; `family` names the model.
     references: Name -> another contender it is also compared with, in the
       same rounds (`Row.vs_other`).
-    alive: Contenders alive at once, at most (bare and the references
-      count); None: from the memory available after building bare.
+    alive: Built graphs alive at once, at most, each copy counting (bare
+      and the references count); None: from the memory available after
+      building bare.
     copies: Bare's step in ms -> how many times to build each contender
       (`benchmarks.sessions`): each copy is timed on its own, and a round's
       time of the contender is the median of its copies'. Kernels and step
